@@ -1,0 +1,55 @@
+# perfline: `make demo` and `make test` work on a fresh Debian 12 machine.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+PYTHON ?= python3
+NATIVE_CFLAGS := -O2 -g -Wall -Wextra -Werror -pthread
+
+# Every system package perfline or its tests use. linux-perf gives `perf bench` and
+# `perf stat`; dbench gives tbench/tbench_srv; postgresql gives pgbench and a server.
+APT_PACKAGES := python3 python3-venv python3-dev gcc make procps util-linux \
+	linux-perf dbench rt-tests stress-ng postgresql postgresql-client
+
+NATIVE_SRC := $(wildcard native/*.c)
+NATIVE_BIN := $(patsubst native/%.c,native/build/%,$(NATIVE_SRC))
+
+.PHONY: all install-deps install native demo test test-slow lint clean
+
+all: install native
+
+install-deps:
+	@missing=$$(for p in $(APT_PACKAGES); do \
+		dpkg-query -W -f='$${db:Status-Status}\n' $$p 2>/dev/null | grep -qx installed || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:" $$missing; \
+		sudo=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+native: $(NATIVE_BIN)
+
+native/build/%: native/%.c
+	@mkdir -p native/build
+	$(CC) $(NATIVE_CFLAGS) -o $@ $< -lm
+
+demo: install-deps install native
+	$(BIN)/perfline run examples/jobs/demo.yaml --label demo
+	$(BIN)/perfline runs --limit 5
+
+test: install-deps install native
+	$(BIN)/pytest -q
+
+test-slow: install-deps install native
+	$(BIN)/pytest -q -m slow
+
+clean:
+	rm -rf native/build $(VENV) .pytest_cache

@@ -1,0 +1,3 @@
+from perfline.cli import main
+
+main()

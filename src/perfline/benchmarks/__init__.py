@@ -1,0 +1,31 @@
+"""The benchmark catalogue: one module per benchmark."""
+
+from perfline.benchmarks.base import (
+    Benchmark,
+    BenchmarkFailed,
+    BenchmarkUnavailable,
+    Param,
+    ParamValue,
+)
+from perfline.registry import Registry
+
+BENCHMARKS: Registry[Benchmark] = Registry(
+    "benchmark",
+    {
+        "ftrace-switch": "perfline.benchmarks.ftrace_switch:FtraceSwitch",
+        "sched-pipe": "perfline.benchmarks.perf_bench:SchedPipe",
+        "hackbench": "perfline.benchmarks.perf_bench:Hackbench",
+        "tbench": "perfline.benchmarks.tbench:Tbench",
+        "cpu-latency": "perfline.benchmarks.cpu_latency:CpuLatency",
+        "pgbench": "perfline.benchmarks.pgbench:Pgbench",
+    },
+)
+
+__all__ = [
+    "BENCHMARKS",
+    "Benchmark",
+    "BenchmarkFailed",
+    "BenchmarkUnavailable",
+    "Param",
+    "ParamValue",
+]

@@ -1,0 +1,120 @@
+"""What every benchmark module provides: parameters, metrics, and a set-up/run/tear-down cycle."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, ClassVar
+
+from perfline.metric import Measurement, Metric
+
+
+class BenchmarkUnavailable(RuntimeError):
+    """The benchmark cannot run on this system (missing tool, kernel refusal); says why."""
+
+
+class BenchmarkFailed(RuntimeError):
+    """One repetition failed; `output_tail` is stored with the run."""
+
+    def __init__(self, message: str, output_tail: str = "") -> None:
+        super().__init__(message)
+        self.output_tail = output_tail
+
+
+ParamValue = int | float | str | bool
+
+
+@dataclass(frozen=True)
+class Param:
+    """A benchmark parameter as a job file may set it."""
+
+    name: str
+    type: type[ParamValue]
+    default: ParamValue | None
+    help: str
+    minimum: float | None = None
+    choices: tuple[ParamValue, ...] | None = None
+
+    def check(self, value: Any) -> str | None:
+        """None when `value` is acceptable, else a message saying what is expected."""
+        expected = self.type
+        ok = isinstance(value, expected) and not (expected is not bool and isinstance(value, bool))
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            ok = True
+        if not ok:
+            return f"{self.name} must be {_type_word(expected)}, got {value!r}"
+        if self.minimum is not None and value < self.minimum:
+            return f"{self.name} must be at least {self.minimum:g}, got {value!r}"
+        if self.choices is not None and value not in self.choices:
+            allowed = ", ".join(map(str, self.choices))
+            return f"{self.name} must be one of {allowed}, got {value!r}"
+        return None
+
+
+def _type_word(kind: type) -> str:
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}[kind]
+
+
+class Benchmark(ABC):
+    """One benchmark. Used as a context manager: set up once, `run_once` per repetition.
+
+    Subclasses declare their parameters and metrics as class attributes so that
+    `perfline list` and job validation need no instance.
+    """
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    params: ClassVar[tuple[Param, ...]] = ()
+    metrics: ClassVar[tuple[Metric, ...]]
+    # Debian packages whose tools the benchmark runs; `make install-deps` installs them.
+    packages: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, params: Mapping[str, ParamValue], workdir: Path) -> None:
+        self.values: dict[str, ParamValue] = self.resolve_params(params)
+        self.workdir = workdir
+
+    @classmethod
+    def resolve_params(cls, given: Mapping[str, ParamValue]) -> dict[str, ParamValue]:
+        """Defaults overlaid with `given`; names and types are validated by the job parser."""
+        resolved: dict[str, ParamValue] = {
+            p.name: p.default for p in cls.params if p.default is not None
+        }
+        resolved.update(given)
+        return resolved
+
+    @classmethod
+    def param(cls, name: str) -> Param | None:
+        return next((p for p in cls.params if p.name == name), None)
+
+    def setup(self) -> None:
+        """Check tools and kernel support, start servers. Raise BenchmarkUnavailable."""
+
+    @abstractmethod
+    def run_once(self) -> list[Measurement]:
+        """Measure one repetition. Raise BenchmarkFailed on failure."""
+
+    def teardown(self) -> None:
+        """Stop what setup started and restore what it changed. Must not raise."""
+
+    def settings(self) -> dict[str, Any]:
+        """Facts about how the benchmark ran (e.g. CPU pinning), stored with the run."""
+        return {}
+
+    def __enter__(self) -> Benchmark:
+        try:
+            self.setup()
+        except BaseException:
+            self.teardown()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.teardown()

@@ -1,0 +1,7 @@
+"""The perfline command line."""
+
+from perfline.cli.app import app
+
+
+def main() -> None:
+    app()

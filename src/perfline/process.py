@@ -1,0 +1,66 @@
+"""Running external tools: one place for timeouts, error tails and missing-tool messages."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+STDERR_TAIL_LINES = 40
+
+
+class ToolMissing(RuntimeError):
+    """An executable perfline needs is not installed."""
+
+
+class CommandFailed(RuntimeError):
+    """A command exited non-zero or timed out; carries the tail of its output."""
+
+    def __init__(self, argv: Sequence[str], message: str, output_tail: str) -> None:
+        super().__init__(f"{Path(argv[0]).name}: {message}")
+        self.argv = list(argv)
+        self.output_tail = output_tail
+
+
+def tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def require_tool(executable: str, package: str) -> str:
+    """Absolute path of `executable`, or ToolMissing naming the Debian package to install."""
+    found = shutil.which(executable)
+    if found is None:
+        raise ToolMissing(
+            f"{executable} not found: install the Debian package {package} "
+            "(`make install-deps` installs everything perfline uses)"
+        )
+    return found
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    timeout: float | None = None,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run to completion; raise CommandFailed with the output tail on failure or timeout."""
+    try:
+        proc = subprocess.run(
+            list(argv), capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env
+        )
+    except subprocess.TimeoutExpired as exc:
+        output = _as_text(exc.stderr) or _as_text(exc.stdout)
+        raise CommandFailed(argv, f"timed out after {timeout:g}s", tail(output)) from exc
+    if proc.returncode != 0:
+        raise CommandFailed(
+            argv, f"exited with status {proc.returncode}", tail(proc.stderr or proc.stdout)
+        )
+    return proc
+
+
+def _as_text(data: str | bytes | None) -> str:
+    if data is None:
+        return ""
+    return data.decode(errors="replace") if isinstance(data, bytes) else data
