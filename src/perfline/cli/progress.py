@@ -1,0 +1,88 @@
+"""A Rich progress bar with ETA, fed by the runner's observer callbacks."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from perfline.jobs.spec import Case
+from perfline.metric import Measurement
+from perfline.runner import RunOutcome
+from perfline.store import COMPLETED
+
+
+class ProgressObserver:
+    def __init__(self, console: Console, cases: list[Case], *, quiet: bool = False) -> None:
+        self._cases = cases
+        self._console = console
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[last]}"),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            console=console,
+            disable=quiet,
+            transient=False,
+        )
+        self._task = self._progress.add_task(
+            "starting", total=sum(c.warmup + c.repeat for c in cases), last=""
+        )
+        self._steps_in_run = 0
+
+    def __enter__(self) -> ProgressObserver:
+        self._progress.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._progress.stop()
+
+    def run_started(self, run_id: int, case: Case) -> None:
+        index = self._cases.index(case) + 1
+        label = f"run {run_id} {case.benchmark} {case.key}"
+        if len(self._cases) > 1:
+            label = f"[{index}/{len(self._cases)}] {label}"
+        self._progress.update(self._task, description=label, last="")
+        self._steps_in_run = 0
+
+    def warning(self, message: str) -> None:
+        self._progress.console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+
+    def step_done(self, run_id: int, repetition: int | None, values: list[Measurement]) -> None:
+        shown = ""
+        if values:
+            first = values[0]
+            shown = f"{first.metric.name.split('.', 1)[-1]}={first.value:.4g} {first.metric.unit}"
+            if repetition is None:
+                shown += " (warm-up)"
+        self._progress.update(self._task, advance=1, last=shown)
+        self._steps_in_run += 1
+
+    def run_finished(self, outcome: RunOutcome) -> None:
+        if outcome.status != COMPLETED:
+            # A failed run will not take its remaining steps: keep the ETA honest.
+            planned = outcome.case.warmup + outcome.case.repeat
+            self._progress.update(self._task, advance=max(planned - self._steps_in_run, 0))
+            self._progress.console.print(
+                f"[red]run {outcome.run_id} {outcome.status}[/red]: {outcome.error}",
+                highlight=False,
+            )

@@ -1,0 +1,43 @@
+"""Where the store lives and how to connect to it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+
+
+def default_url() -> str:
+    """$PERFLINE_DB (an SQLAlchemy URL or a file path), else the user's data directory."""
+    configured = os.environ.get("PERFLINE_DB")
+    if configured:
+        return configured if "://" in configured else sqlite_url(Path(configured))
+    data_home = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return sqlite_url(data_home / "perfline" / "perfline.db")
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite:///{path.expanduser().resolve()}"
+
+
+def connect(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        database = url.split(":///", 1)[-1]
+        if database and database != ":memory:":
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 30})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets `perfline show` read while a run writes; FULL makes each committed
+    # sample survive a power cut, which costs microseconds per sample.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()

@@ -1,0 +1,79 @@
+"""The result store's tables. Changing them needs a migration under migrations/versions."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON, datetime: DateTime(timezone=True)}
+
+
+class KernelConfig(Base):
+    """Each distinct kernel .config once: a config is ~250 KB and rarely changes."""
+
+    __tablename__ = "kernel_configs"
+    hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    source: Mapped[str] = mapped_column(String(256))
+    content: Mapped[str] = mapped_column(Text)
+
+
+class MetricRow(Base):
+    __tablename__ = "metrics"
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    unit: Mapped[str] = mapped_column(String(32))
+    direction: Mapped[str] = mapped_column(String(8))
+    description: Mapped[str] = mapped_column(Text, default="")
+
+
+class RunRow(Base):
+    __tablename__ = "runs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job: Mapped[str] = mapped_column(String(200), index=True)
+    benchmark: Mapped[str] = mapped_column(String(100), index=True)
+    case_key: Mapped[str] = mapped_column(Text)
+    params: Mapped[dict[str, Any]]
+    tunables: Mapped[dict[str, Any]]
+    monitors: Mapped[list[Any]]
+    target: Mapped[str] = mapped_column(String(50))
+    label: Mapped[str | None] = mapped_column(String(200), index=True)
+    kernel_commit: Mapped[str | None] = mapped_column(String(100), index=True)
+    hostname: Mapped[str] = mapped_column(String(255))
+    machine_id: Mapped[str] = mapped_column(String(64), index=True)
+    kernel_release: Mapped[str] = mapped_column(String(255), index=True)
+    fingerprint: Mapped[dict[str, Any]]
+    config_hash: Mapped[str | None] = mapped_column(ForeignKey("kernel_configs.hash"))
+    settings: Mapped[dict[str, Any]]
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    error: Mapped[str | None] = mapped_column(Text)
+    output_tail: Mapped[str | None] = mapped_column(Text)
+    repeat: Mapped[int] = mapped_column(Integer)
+    warmup: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(index=True)
+    finished_at: Mapped[datetime | None]
+    # With boot_id, lets a later command tell a run whose process was SIGKILLed.
+    pid: Mapped[int] = mapped_column(Integer)
+    boot_id: Mapped[str] = mapped_column(String(64))
+    perfline_version: Mapped[str] = mapped_column(String(32))
+
+    samples: Mapped[list[SampleRow]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", order_by="SampleRow.id"
+    )
+
+
+class SampleRow(Base):
+    __tablename__ = "samples"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    repetition: Mapped[int] = mapped_column(Integer)
+    metric: Mapped[str] = mapped_column(ForeignKey("metrics.name"), index=True)
+    # "benchmark" or "monitor": monitors describe the system, benchmarks score it.
+    source: Mapped[str] = mapped_column(String(16))
+    value: Mapped[float] = mapped_column(Float)
+    taken_at: Mapped[datetime]
+
+    run: Mapped[RunRow] = relationship(back_populates="samples")

@@ -1,0 +1,279 @@
+"""The result store: the only code that speaks SQL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from perfline import __version__
+from perfline.fingerprint import Fingerprint
+from perfline.jobs.spec import Case
+from perfline.metric import Direction, Measurement, Metric
+from perfline.store import migrate
+from perfline.store.engine import connect, default_url
+from perfline.store.schema import KernelConfig, MetricRow, RunRow, SampleRow
+
+
+class RunNotFound(LookupError):
+    pass
+
+
+# Run statuses. A run stays RUNNING only while its process lives; see reap_dead_runs.
+RUNNING, COMPLETED, FAILED, INTERRUPTED = "running", "completed", "failed", "interrupted"
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    id: int
+    job: str
+    benchmark: str
+    case_key: str
+    target: str
+    kernel_release: str
+    hostname: str
+    label: str | None
+    kernel_commit: str | None
+    status: str
+    samples: int
+    repeat: int
+    started_at: datetime
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Sample:
+    repetition: int
+    metric: Metric
+    source: str
+    value: float
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    info: RunInfo
+    params: dict[str, Any]
+    tunables: dict[str, Any]
+    monitors: list[str]
+    settings: dict[str, Any]
+    fingerprint: dict[str, Any]
+    error: str | None
+    output_tail: str | None
+    samples: list[Sample] = field(default_factory=list)
+
+
+class Store:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._session = sessionmaker(engine, expire_on_commit=False)
+        self._known_metrics: set[str] = set()
+
+    @classmethod
+    def open(cls, url: str | None = None) -> Store:
+        """Connect and bring the schema up to date."""
+        engine = connect(url or default_url())
+        with engine.begin() as connection:
+            migrate.upgrade(connection)
+        return cls(engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def start_run(
+        self,
+        case: Case,
+        fingerprint: Fingerprint,
+        *,
+        label: str | None = None,
+        kernel_commit: str | None = None,
+        pid: int,
+    ) -> int:
+        with self._session.begin() as session:
+            config_hash = fingerprint.config_hash
+            if config_hash is not None and session.get(KernelConfig, config_hash) is None:
+                session.add(
+                    KernelConfig(
+                        hash=config_hash,
+                        source=fingerprint.config_source or "",
+                        content=fingerprint.kernel_config or "",
+                    )
+                )
+            run = RunRow(
+                job=case.job,
+                benchmark=case.benchmark,
+                case_key=case.key,
+                params=dict(case.params),
+                tunables={kind: dict(values) for kind, values in case.tunables.items()},
+                monitors=list(case.monitors),
+                target=case.target,
+                label=label,
+                kernel_commit=kernel_commit,
+                hostname=fingerprint.hostname,
+                machine_id=fingerprint.machine_id,
+                kernel_release=fingerprint.kernel_release,
+                fingerprint=fingerprint.to_json(),
+                config_hash=config_hash,
+                settings={},
+                status=RUNNING,
+                repeat=case.repeat,
+                warmup=case.warmup,
+                started_at=_now(),
+                pid=pid,
+                boot_id=fingerprint.boot_id,
+                perfline_version=__version__,
+            )
+            session.add(run)
+            session.flush()
+            return run.id
+
+    def set_settings(self, run_id: int, settings: dict[str, Any]) -> None:
+        with self._session.begin() as session:
+            self._run(session, run_id).settings = settings
+
+    def add_samples(
+        self, run_id: int, repetition: int, measurements: Iterable[Measurement], source: str
+    ) -> None:
+        """Commit one repetition's values at once, so a crash loses at most this one."""
+        measurements = list(measurements)
+        with self._session.begin() as session:
+            self._ensure_metrics(session, (m.metric for m in measurements))
+            taken = _now()
+            session.add_all(
+                SampleRow(
+                    run_id=run_id,
+                    repetition=repetition,
+                    metric=m.metric.name,
+                    source=source,
+                    value=m.value,
+                    taken_at=taken,
+                )
+                for m in measurements
+            )
+
+    def finish_run(
+        self, run_id: int, status: str, *, error: str | None = None, output_tail: str | None = None
+    ) -> None:
+        with self._session.begin() as session:
+            run = self._run(session, run_id)
+            run.status, run.error, run.output_tail = status, error, output_tail
+            run.finished_at = _now()
+
+    def reap_dead_runs(self, boot_id: str, hostname: str, alive: Callable[[int], bool]) -> int:
+        """Mark runs of this host whose process is gone (SIGKILL, crash, reboot) interrupted.
+
+        Their samples stay: each was committed when it was taken.
+        """
+        with self._session.begin() as session:
+            stale = session.scalars(
+                select(RunRow).where(RunRow.status == RUNNING, RunRow.hostname == hostname)
+            ).all()
+            reaped = [r for r in stale if r.boot_id != boot_id or not alive(r.pid)]
+            for run in reaped:
+                run.status = INTERRUPTED
+                run.error = f"perfline process {run.pid} died before finishing the run"
+            return len(reaped)
+
+    def list_runs(self, limit: int = 20) -> list[RunInfo]:
+        with self._session() as session:
+            counts = (
+                select(SampleRow.run_id, func.count(func.distinct(SampleRow.repetition)).label("n"))
+                .where(SampleRow.source == "benchmark")
+                .group_by(SampleRow.run_id)
+                .subquery()
+            )
+            rows = session.execute(
+                select(RunRow, func.coalesce(counts.c.n, 0))
+                .outerjoin(counts, counts.c.run_id == RunRow.id)
+                .order_by(RunRow.started_at.desc(), RunRow.id.desc())
+                .limit(limit)
+            ).all()
+            return [_info(run, n) for run, n in rows]
+
+    def get_run(self, run_id: int) -> RunDetail:
+        with self._session() as session:
+            run = self._run(session, run_id)
+            metrics = {
+                row.name: _metric(row)
+                for row in session.scalars(
+                    select(MetricRow).where(MetricRow.name.in_({s.metric for s in run.samples}))
+                )
+            }
+            samples = [
+                Sample(s.repetition, metrics[s.metric], s.source, s.value) for s in run.samples
+            ]
+            repetitions = len({s.repetition for s in samples if s.source == "benchmark"})
+            return RunDetail(
+                info=_info(run, repetitions),
+                params=run.params,
+                tunables=run.tunables,
+                monitors=run.monitors,
+                settings=run.settings,
+                fingerprint=run.fingerprint,
+                error=run.error,
+                output_tail=run.output_tail,
+                samples=samples,
+            )
+
+    def kernel_config(self, config_hash: str) -> str | None:
+        with self._session() as session:
+            row = session.get(KernelConfig, config_hash)
+            return row.content if row else None
+
+    def _run(self, session: Session, run_id: int) -> RunRow:
+        run = session.get(RunRow, run_id)
+        if run is None:
+            raise RunNotFound(f"no run with id {run_id} (see `perfline runs`)")
+        return run
+
+    def _ensure_metrics(self, session: Session, metrics: Iterable[Metric]) -> None:
+        for metric in {m.name: m for m in metrics}.values():
+            if metric.name in self._known_metrics:
+                continue
+            if session.get(MetricRow, metric.name) is None:
+                session.add(
+                    MetricRow(
+                        name=metric.name,
+                        unit=metric.unit,
+                        direction=metric.direction.value,
+                        description=metric.description,
+                    )
+                )
+                session.flush()
+            self._known_metrics.add(metric.name)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _metric(row: MetricRow) -> Metric:
+    return Metric(row.name, row.unit, Direction(row.direction), row.description)
+
+
+def _info(run: RunRow, samples: int) -> RunInfo:
+    return RunInfo(
+        id=run.id,
+        job=run.job,
+        benchmark=run.benchmark,
+        case_key=run.case_key,
+        target=run.target,
+        kernel_release=run.kernel_release,
+        hostname=run.hostname,
+        label=run.label,
+        kernel_commit=run.kernel_commit,
+        status=run.status,
+        samples=samples,
+        repeat=run.repeat,
+        started_at=_aware(run.started_at),
+        finished_at=_aware(run.finished_at) if run.finished_at else None,
+    )
+
+
+def _aware(moment: datetime) -> datetime:
+    # SQLite hands back naive datetimes; everything perfline writes is UTC.
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
