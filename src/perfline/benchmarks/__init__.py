@@ -18,6 +18,7 @@ BENCHMARKS: Registry[Benchmark] = Registry(
         "tbench": "perfline.benchmarks.tbench:Tbench",
         "cpu-latency": "perfline.benchmarks.cpu_latency:CpuLatency",
         "pgbench": "perfline.benchmarks.pgbench:Pgbench",
+        "command": "perfline.benchmarks.command:Command",
     },
 )
 

@@ -1,0 +1,127 @@
+"""The result store against a real SQLite file and a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+
+from perfline.jobs.spec import Case
+from perfline.metric import Direction, Measurement, Metric
+from perfline.store import COMPLETED, INTERRUPTED, RUNNING, RunNotFound, Store
+from perfline.store.engine import default_url
+from perfline.store.schema import Base
+from perfline.targets import local
+
+THROUGHPUT = Metric("tbench.throughput", "MB/s", Direction.HIGHER, "tbench throughput")
+CTXT = Metric("proc-stat.ctxt_per_s", "/s", Direction.NEUTRAL)
+
+CASE = Case(
+    job="tbench",
+    benchmark="tbench",
+    params={"clients": 2, "duration": 1},
+    tunables={"sysctl": {"kernel.sched_autogroup_enabled": 0}},
+    repeat=3,
+    warmup=1,
+    monitors=("proc-stat",),
+    target="local",
+)
+
+
+def round_trip(store: Store) -> None:
+    fingerprint = local.fingerprint()
+    run_id = store.start_run(CASE, fingerprint, label="v6.7", kernel_commit="abc123", pid=1)
+    store.set_settings(run_id, {"pinned": "0,1"})
+    for rep, value in enumerate([100.0, 102.5, 99.0]):
+        store.add_samples(run_id, rep, [Measurement(THROUGHPUT, value)], "benchmark")
+        store.add_samples(run_id, rep, [Measurement(CTXT, 5000.0 + rep)], "monitor")
+    store.finish_run(run_id, COMPLETED)
+
+    detail = store.get_run(run_id)
+    assert detail.info.status == COMPLETED
+    assert detail.info.samples == 3
+    assert detail.info.case_key == "clients=2,duration=1,sysctl:kernel.sched_autogroup_enabled=0"
+    assert detail.info.label == "v6.7" and detail.info.kernel_commit == "abc123"
+    assert detail.settings == {"pinned": "0,1"}
+    assert detail.tunables == {"sysctl": {"kernel.sched_autogroup_enabled": 0}}
+    bench = [s.value for s in detail.samples if s.source == "benchmark"]
+    assert bench == [100.0, 102.5, 99.0]
+    assert {s.metric for s in detail.samples} == {THROUGHPUT, CTXT}
+    assert detail.fingerprint["kernel_release"] == fingerprint.kernel_release
+    assert detail.fingerprint["cpu_count"] == fingerprint.cpu_count
+    if fingerprint.config_hash:
+        assert store.kernel_config(fingerprint.config_hash) == fingerprint.kernel_config
+
+    listed = store.list_runs()
+    assert [r.id for r in listed][0] == run_id
+    assert listed[0].samples == 3
+
+    with pytest.raises(RunNotFound, match="perfline runs"):
+        store.get_run(run_id + 1000)
+
+
+def test_sqlite_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "perfline.db"
+    store = Store.open(f"sqlite:///{path}")
+    round_trip(store)
+    store.close()
+    mode = sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+@pytest.mark.postgres
+def test_postgresql_round_trip(postgres_url: str) -> None:
+    store = Store.open(postgres_url)
+    round_trip(store)
+    # Opening again finds the schema current and keeps the data.
+    again = Store.open(postgres_url)
+    assert again.list_runs()
+    again.close()
+    store.close()
+
+
+def test_kernel_config_is_stored_once(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    fingerprint = local.fingerprint()
+    if fingerprint.kernel_config is None:
+        pytest.skip("this kernel exposes no config (/proc/config.gz or /boot/config-*)")
+    for _ in range(3):
+        store.start_run(CASE, fingerprint, pid=1)
+    count = sqlite3.connect(tmp_path / "db.sqlite").execute(
+        "SELECT count(*) FROM kernel_configs"
+    ).fetchone()[0]
+    assert count == 1
+
+
+def test_migrations_match_schema(tmp_path: Path) -> None:
+    """A schema change without a migration would break every existing store."""
+    store = Store.open(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    with store.engine.connect() as connection:
+        diff = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+    assert diff == []
+
+
+def test_dead_runs_are_marked_interrupted(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    fingerprint = local.fingerprint()
+    dead = store.start_run(CASE, fingerprint, pid=11)
+    alive = store.start_run(CASE, fingerprint, pid=22)
+    store.add_samples(dead, 0, [Measurement(THROUGHPUT, 1.0)], "benchmark")
+    reaped = store.reap_dead_runs(fingerprint.boot_id, fingerprint.hostname, lambda pid: pid == 22)
+    assert reaped == 1
+    assert store.get_run(dead).info.status == INTERRUPTED
+    assert store.get_run(dead).info.samples == 1
+    assert store.get_run(alive).info.status == RUNNING
+
+
+def test_default_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("PERFLINE_DB", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert default_url() == f"sqlite:///{tmp_path}/perfline/perfline.db"
+    monkeypatch.setenv("PERFLINE_DB", str(tmp_path / "x.db"))
+    assert default_url() == f"sqlite:///{tmp_path}/x.db"
+    monkeypatch.setenv("PERFLINE_DB", "postgresql+psycopg://u@127.0.0.1:5/db")
+    assert default_url() == "postgresql+psycopg://u@127.0.0.1:5/db"
