@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfline.benchmarks import ParamValue
 
 # Tunable kinds a job may name; applying them is the tunables package's job.
+#
+# Representation, the same in JobSpec.tunables (values may be lists: matrix axes) and
+# Case.tunables (every value fixed); a kind a job does not name is absent:
+#
+#   sysctl    {"sysctl": {"kernel.sched_autogroup_enabled": 0, ...}}   dotted names
+#   sysfs     {"sysfs": {"/sys/module/rcutree/parameters/x": 1, ...}}   absolute paths under /sys
+#   governor  {"governor": {"governor": "performance"}}   cpufreq governor for every CPU
+#   pin       {"pin": {"pin": "0-1"}}                     CPU list (kernel cpulist syntax, str)
+#
+# `governor` and `pin` are single-valued: their inner mapping always has exactly one
+# entry, keyed by the kind's own name (Case.governor / Case.pin read it).
 TUNABLE_KINDS = ("sysctl", "sysfs", "governor", "pin")
+SINGLE_VALUED_KINDS = ("governor", "pin")
 TARGETS = ("local",)
+# What JobError names as the "file" of a job built from command-line options.
+COMMAND_LINE = "command line"
 
 
 class JobError(ValueError):
@@ -59,14 +74,41 @@ class Case:
 
     @property
     def key(self) -> str:
-        """Stable identity of the case within its benchmark, e.g. `clients=4,duration=5`."""
+        """Stable identity of the case within its benchmark.
+
+        Sorted parameters, then tunables by kind, e.g.
+        `clients=4,duration=5.0,governor:performance,sysctl:kernel.x=1`. Independent of
+        the order in the job file; strings holding separators are JSON-quoted.
+        """
         parts = [f"{k}={_fmt(v)}" for k, v in sorted(self.params.items())]
         for kind, values in sorted(self.tunables.items()):
-            parts += [f"{kind}:{k}={_fmt(v)}" for k, v in sorted(values.items())]
+            if kind in SINGLE_VALUED_KINDS:
+                parts += [f"{kind}:{_fmt(v)}" for v in values.values()]
+            else:
+                parts += [f"{kind}:{k}={_fmt(v)}" for k, v in sorted(values.items())]
         return ",".join(parts) or "default"
+
+    @property
+    def governor(self) -> str | None:
+        """The cpufreq governor this case sets, if any."""
+        value = self.tunables.get("governor", {}).get("governor")
+        return None if value is None else str(value)
+
+    @property
+    def pin(self) -> str | None:
+        """The CPU list (e.g. `0-1`) this case pins the benchmark to, if any."""
+        value = self.tunables.get("pin", {}).get("pin")
+        return None if value is None else str(value)
+
+
+_KEY_SPECIALS = frozenset(',=:"\\')
 
 
 def _fmt(value: ParamValue) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, str) and (
+        not value or any(c in _KEY_SPECIALS or c.isspace() for c in value)
+    ):
+        return json.dumps(value)
     return str(value)

@@ -1,0 +1,539 @@
+"""Job files: YAML → validated JobSpec; every error names the file and line.
+
+The file is read with PyYAML's node API (`yaml.compose` with the safe loader) so each
+key and value keeps its position; scalars are then typed with the safe constructor.
+Parsing reads the file and imports the benchmark module for its parameter specs; it
+writes nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from perfline.benchmarks import BENCHMARKS, Benchmark, Param, ParamValue
+from perfline.jobs.matrix import check_size
+from perfline.jobs.spec import (
+    COMMAND_LINE,
+    TARGETS,
+    TUNABLE_KINDS,
+    AxisValue,
+    JobError,
+    JobSpec,
+)
+from perfline.monitors import DEFAULT_MONITORS, MONITORS
+
+TOP_KEYS = ("name", "benchmark", "params", "repeat", "warmup", "monitors", "tunables", "target")
+DEFAULT_REPEAT = 5
+DEFAULT_WARMUP = 1
+# cpufreq governors in the mainline kernel.
+GOVERNORS = ("conservative", "ondemand", "performance", "powersave", "schedutil", "userspace")
+
+_SYSCTL_NAME = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)+")
+_CPU_LIST = re.compile(r"\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*")
+_CLI_TRUE = ("1", "true", "yes", "on")
+_CLI_FALSE = ("0", "false", "no", "off")
+
+
+def load_job(path: Path | str) -> JobSpec:
+    """Read and validate a job file. Raises JobError (`file:line: message`)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise JobError(path, None, f"cannot read job file: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise JobError(path, line, "job file is not UTF-8 text") from None
+    return _Parser(path, text).parse()
+
+
+def job_from_benchmark(
+    benchmark: str,
+    params: Mapping[str, Any] | None = None,
+    repeat: int | str = DEFAULT_REPEAT,
+    warmup: int | str = DEFAULT_WARMUP,
+    monitors: Iterable[str] | None = None,
+    *,
+    target: str = "local",
+) -> JobSpec:
+    """A job for `perfline run BENCHMARK --param k=v ...`, validated like a job file.
+
+    Parameter values may be strings as typed on the command line (converted to the
+    parameter's type: `loops=1000` → 1000) or already typed values; a list is a matrix
+    axis. `monitors=None` means DEFAULT_MONITORS. Errors are JobError with the file
+    `command line` and no line.
+    """
+
+    def fail(message: str) -> JobError:
+        return JobError(COMMAND_LINE, None, message)
+
+    if benchmark not in BENCHMARKS:
+        raise fail(f"unknown benchmark {benchmark!r}: {BENCHMARKS.suggestion(benchmark)}")
+    cls = _load_benchmark(benchmark, fail)
+    names = [p.name for p in cls.params]
+    converted: dict[str, AxisValue] = {}
+    for name, value in (params or {}).items():
+        param = cls.param(name)
+        if param is None:
+            raise fail(f"--param {name}: {_unknown_param(benchmark, name, names)}")
+        if isinstance(value, (list, tuple)):
+            if not value:
+                raise fail(f"--param {name}: empty list of values")
+            values = [_cli_value(param, v, fail) for v in value]
+            _check_unique(values, lambda v: fail(f"--param {name}: {v!r} is given twice"))
+            converted[name] = values
+        else:
+            converted[name] = _cli_value(param, value, fail)
+    monitor_names = DEFAULT_MONITORS if monitors is None else tuple(monitors)
+    for monitor in monitor_names:
+        if monitor not in MONITORS:
+            raise fail(f"unknown monitor {monitor!r}: {MONITORS.suggestion(monitor)}")
+    _check_unique(list(monitor_names), lambda m: fail(f"monitor {m!r} is named twice"))
+    if target not in TARGETS:
+        raise fail(_unknown("target", target, TARGETS))
+    spec = JobSpec(
+        name=benchmark,
+        benchmark=benchmark,
+        params=converted,
+        repeat=_count("repeat", _cli_int(repeat), 1, fail),
+        warmup=_count("warmup", _cli_int(warmup), 0, fail),
+        monitors=monitor_names,
+        target=target,
+    )
+    check_size(spec)
+    return spec
+
+
+def parse_param_args(items: Iterable[str]) -> dict[str, str]:
+    """`["loops=1000", "mode=x"]` (repeated `--param` options) → {"loops": "1000", ...}."""
+    result: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise JobError(COMMAND_LINE, None, f"--param {item!r}: expected NAME=VALUE")
+        if name in result:
+            raise JobError(COMMAND_LINE, None, f"--param {name} is given twice")
+        result[name] = value.strip()
+    return result
+
+
+# -- shared helpers -------------------------------------------------------------------
+
+
+def benchmark_class(name: str, fail: Callable[[str], JobError]) -> type[Benchmark]:
+    """The benchmark class for a known name; a module that cannot load is a JobError."""
+    if name not in BENCHMARKS:
+        raise fail(f"unknown benchmark {name!r}: {BENCHMARKS.suggestion(name)}")
+    return _load_benchmark(name, fail)
+
+
+def _load_benchmark(name: str, fail: Callable[[str], JobError]) -> type[Benchmark]:
+    try:
+        return BENCHMARKS.get(name)
+    except (ImportError, AttributeError) as exc:
+        raise fail(f"benchmark {name!r} cannot be loaded: {exc}") from exc
+
+
+def _unknown(kind: str, name: str, options: Iterable[str]) -> str:
+    options = list(options)
+    close = difflib.get_close_matches(name, options, n=3, cutoff=0.6)
+    if close:
+        return f"unknown {kind} {name!r}: did you mean {' or '.join(map(repr, close))}?"
+    if not options:
+        return f"unknown {kind} {name!r}"
+    return f"unknown {kind} {name!r}: expected one of {', '.join(options)}"
+
+
+def _unknown_param(benchmark: str, name: str, names: list[str]) -> str:
+    if not names:
+        return f"unknown parameter {name!r}: benchmark {benchmark!r} takes no parameters"
+    return _unknown("parameter", name, names) + f" (benchmark {benchmark!r})"
+
+
+def _check_unique(values: list[Any], fail: Callable[[Any], JobError]) -> None:
+    seen: list[Any] = []
+    for value in values:
+        if any(type(value) is type(s) and value == s for s in seen):
+            raise fail(value)
+        seen.append(value)
+
+
+def _count(what: str, value: Any, minimum: int, fail: Callable[[str], JobError]) -> int:
+    if value == "auto":
+        raise fail(
+            f"{what}: 'auto' (an adaptive run count) is not supported yet; "
+            f"give an integer >= {minimum}"
+        )
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise fail(f"{what} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise fail(f"{what} must be an integer >= {minimum}, got {value}")
+    return value
+
+
+def _cli_int(value: int | str) -> int | str:
+    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]+\s*", value):
+        return int(value)
+    return value
+
+
+def _normalize(param: Param, value: ParamValue) -> ParamValue:
+    """An int given for a float parameter becomes a float, so `5` and `5.0` are one case."""
+    if param.type is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def _cli_value(param: Param, value: Any, fail: Callable[[str], JobError]) -> ParamValue:
+    """Convert a command-line string to the parameter's type and check it."""
+    if isinstance(value, str) and param.type is not str:
+        text = value.strip()
+        converted: ParamValue | None = None
+        try:
+            if param.type is bool:
+                if text.lower() in _CLI_TRUE:
+                    converted = True
+                elif text.lower() in _CLI_FALSE:
+                    converted = False
+            elif param.type is int:
+                converted = int(text)
+            elif param.type is float:
+                converted = float(text)
+        except ValueError:
+            converted = None
+        if converted is None or (isinstance(converted, float) and not math.isfinite(converted)):
+            expected = {
+                bool: "true or false",
+                int: "an integer",
+                float: "a number",
+            }[param.type]
+            raise fail(f"--param {param.name}={value}: {param.name} must be {expected}")
+        value = converted
+    problem = param.check(value)
+    if problem:
+        raise fail(f"--param {param.name}={value}: {problem}")
+    return _normalize(param, value)
+
+
+# -- the YAML parser ------------------------------------------------------------------
+
+
+class _Parser:
+    def __init__(self, path: Path, text: str) -> None:
+        self.path = path
+        self.text = text
+        self.constructor = yaml.constructor.SafeConstructor()
+        # Line of each list-valued axis, for the matrix-size error.
+        self.axis_lines: list[int] = []
+
+    # errors
+
+    def error(self, node: Node | None, message: str) -> JobError:
+        return JobError(self.path, _line(node), message)
+
+    def at(self, node: Node) -> Callable[[str], JobError]:
+        return lambda message: self.error(node, message)
+
+    # structure
+
+    def parse(self) -> JobSpec:
+        try:
+            root = yaml.compose(self.text, Loader=yaml.SafeLoader)
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            line = mark.line + 1 if mark is not None else None
+            message = " ".join(p for p in (exc.context, exc.problem) if p)
+            raise JobError(self.path, line, f"invalid YAML: {message}") from None
+        except yaml.reader.ReaderError as exc:
+            line = self.text[: exc.position].count("\n") + 1
+            message = f"invalid YAML: {exc.reason} {exc.character!r}"
+            raise JobError(self.path, line, message) from None
+        except yaml.YAMLError as exc:
+            raise JobError(self.path, None, f"invalid YAML: {exc}") from None
+        if root is None or (isinstance(root, ScalarNode) and self.scalar_or_none(root) is None):
+            raise JobError(
+                self.path, 1, "empty job file: expected a mapping with a 'benchmark' key"
+            )
+        top = self.mapping(root, "the job file")
+        for key, (key_node, _) in top.items():
+            if key not in TOP_KEYS:
+                raise self.error(key_node, _unknown("key", key, TOP_KEYS))
+        if "benchmark" not in top:
+            raise self.error(root, "missing required key 'benchmark'")
+
+        benchmark_node = top["benchmark"][1]
+        benchmark = self.string(benchmark_node, "benchmark")
+        cls = benchmark_class(benchmark, self.at(benchmark_node))
+
+        name = self.path.stem
+        if "name" in top:
+            name = self.string(top["name"][1], "name").strip()
+            if not name:
+                raise self.error(top["name"][1], "name must not be empty")
+
+        params: dict[str, AxisValue] = {}
+        if "params" in top:
+            params = self.params(top["params"][1], cls)
+
+        repeat = DEFAULT_REPEAT
+        if "repeat" in top:
+            node = top["repeat"][1]
+            repeat = _count("repeat", self.scalar(node, "repeat"), 1, self.at(node))
+        warmup = DEFAULT_WARMUP
+        if "warmup" in top:
+            node = top["warmup"][1]
+            warmup = _count("warmup", self.scalar(node, "warmup"), 0, self.at(node))
+
+        monitors = DEFAULT_MONITORS
+        if "monitors" in top:
+            monitors = self.monitors(top["monitors"][1])
+
+        tunables: dict[str, dict[str, AxisValue]] = {}
+        if "tunables" in top:
+            tunables = self.tunables(top["tunables"][1])
+
+        target = "local"
+        if "target" in top:
+            node = top["target"][1]
+            target = self.string(node, "target")
+            if target not in TARGETS:
+                raise self.error(node, _unknown("target", target, TARGETS))
+
+        spec = JobSpec(
+            name=name,
+            benchmark=benchmark,
+            params=params,
+            repeat=repeat,
+            warmup=warmup,
+            monitors=tuple(monitors),
+            tunables=tunables,
+            target=target,
+            path=self.path,
+        )
+        check_size(spec, line=self.axis_lines[0] if self.axis_lines else None)
+        return spec
+
+    def mapping(self, node: Node, what: str) -> dict[str, tuple[ScalarNode, Node]]:
+        """Keys (names) → (key node, value node), in file order; duplicates are errors."""
+        if not isinstance(node, MappingNode):
+            raise self.error(
+                node, f"{what} must be a mapping of names to values, got {_kind(node)}"
+            )
+        result: dict[str, tuple[ScalarNode, Node]] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, ScalarNode):
+                raise self.error(key_node, f"keys in {what} must be names, got {_kind(key_node)}")
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise self.error(key_node, "merge keys ('<<') are not supported in job files")
+            key = self.construct(key_node)
+            if not isinstance(key, str) or not key:
+                raise self.error(key_node, f"keys in {what} must be names, got {key!r}")
+            if key in result:
+                first = _line(result[key][0])
+                raise self.error(
+                    key_node, f"duplicate key {key!r} in {what} (first at line {first})"
+                )
+            result[key] = (key_node, value_node)
+        return result
+
+    def construct(self, node: ScalarNode) -> Any:
+        try:
+            return self.constructor.construct_object(node, deep=True)
+        except yaml.YAMLError as exc:
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise self.error(node, f"invalid value: {problem}") from None
+
+    def scalar_or_none(self, node: Node) -> ParamValue | None:
+        assert isinstance(node, ScalarNode)
+        value = self.construct(node)
+        if value is None or isinstance(value, (bool, int, str)):
+            return value
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise self.error(node, f"{node.value!r} is not a finite number")
+            return value
+        raise self.error(
+            node,
+            f"unsupported value {node.value!r} ({type(value).__name__}); quote it for a string",
+        )
+
+    def scalar(self, node: Node, what: str) -> ParamValue:
+        if not isinstance(node, ScalarNode):
+            raise self.error(node, f"{what} must be a single value, got {_kind(node)}")
+        value = self.scalar_or_none(node)
+        if value is None:
+            raise self.error(node, f"{what} has no value")
+        return value
+
+    def string(self, node: Node, what: str) -> str:
+        value = self.scalar(node, what)
+        if not isinstance(value, str):
+            raise self.error(node, f"{what} must be a string, got {value!r}")
+        return value
+
+    def axis(
+        self, node: Node, what: str, convert: Callable[[ScalarNode, ParamValue], ParamValue]
+    ) -> AxisValue:
+        """A single value, or a non-empty list of distinct values (a matrix axis)."""
+        if isinstance(node, SequenceNode):
+            if not node.value:
+                raise self.error(node, f"{what}: empty list; give at least one value")
+            values: list[ParamValue] = []
+            for item in node.value:
+                if not isinstance(item, ScalarNode):
+                    raise self.error(
+                        item, f"{what}: list items must be single values, got {_kind(item)}"
+                    )
+                value = convert(item, self.scalar(item, what))
+                _check_unique(
+                    [*values, value],
+                    lambda v, item=item: self.error(item, f"{what}: value {v!r} is listed twice"),
+                )
+                values.append(value)
+            self.axis_lines.append(_line(node) or 1)
+            return values
+        if isinstance(node, MappingNode):
+            raise self.error(node, f"{what} must be a value or a list of values, got a mapping")
+        assert isinstance(node, ScalarNode)
+        return convert(node, self.scalar(node, what))
+
+    # sections
+
+    def params(self, node: Node, cls: type[Benchmark]) -> dict[str, AxisValue]:
+        names = [p.name for p in cls.params]
+        result: dict[str, AxisValue] = {}
+        for name, (key_node, value_node) in self.mapping(node, "params").items():
+            param = cls.param(name)
+            if param is None:
+                raise self.error(key_node, _unknown_param(cls.name, name, names))
+
+            def convert(item: ScalarNode, value: ParamValue, param: Param = param) -> ParamValue:
+                # PyYAML reads `1e3` as a string; YAML 1.2 and people read it as a number.
+                if param.type is float and isinstance(value, str) and item.style is None:
+                    try:
+                        value = float(value)
+                    except ValueError:
+                        pass
+                problem = param.check(value)
+                if problem:
+                    raise self.error(item, problem)
+                return _normalize(param, value)
+
+            result[name] = self.axis(value_node, f"params.{name}", convert)
+        return result
+
+    def monitors(self, node: Node) -> tuple[str, ...]:
+        if not isinstance(node, SequenceNode):
+            raise self.error(node, f"monitors must be a list of monitor names, got {_kind(node)}")
+        names: list[str] = []
+        for item in node.value:
+            name = self.string(item, "monitor")
+            if name not in MONITORS:
+                raise self.error(item, f"unknown monitor {name!r}: {MONITORS.suggestion(name)}")
+            if name in names:
+                raise self.error(item, f"monitor {name!r} is named twice")
+            names.append(name)
+        return tuple(names)
+
+    def tunables(self, node: Node) -> dict[str, dict[str, AxisValue]]:
+        result: dict[str, dict[str, AxisValue]] = {}
+        for kind, (key_node, value_node) in self.mapping(node, "tunables").items():
+            if kind not in TUNABLE_KINDS:
+                raise self.error(key_node, _unknown("tunable kind", kind, TUNABLE_KINDS))
+            if kind == "sysctl":
+                result[kind] = self.settings(value_node, kind, self.sysctl_name)
+            elif kind == "sysfs":
+                result[kind] = self.settings(value_node, kind, self.sysfs_path)
+            elif kind == "governor":
+                result[kind] = {kind: self.axis(value_node, kind, self.governor)}
+            else:
+                result[kind] = {kind: self.axis(value_node, kind, self.cpu_list)}
+        return result
+
+    def settings(
+        self, node: Node, kind: str, check_key: Callable[[ScalarNode, str], None]
+    ) -> dict[str, AxisValue]:
+        result: dict[str, AxisValue] = {}
+        for key, (key_node, value_node) in self.mapping(node, f"tunables.{kind}").items():
+            check_key(key_node, key)
+
+            def convert(item: ScalarNode, value: ParamValue, key: str = key) -> ParamValue:
+                if isinstance(value, bool):
+                    raise self.error(
+                        item,
+                        f"{kind} {key}: {item.value!r} reads as true/false; write the text the "
+                        f"kernel takes (e.g. 1, 0, Y, N), quoted if needed",
+                    )
+                return value
+
+            result[key] = self.axis(value_node, f"{kind} {key}", convert)
+        return result
+
+    def sysctl_name(self, node: ScalarNode, name: str) -> None:
+        if _SYSCTL_NAME.fullmatch(name):
+            return
+        hint = ""
+        if name.startswith("/proc/sys/"):
+            hint = f"; did you mean {name.removeprefix('/proc/sys/').replace('/', '.')!r}?"
+        elif name.startswith("/sys/"):
+            hint = "; paths under /sys go under tunables.sysfs"
+        elif "/" in name:
+            hint = f"; did you mean {name.strip('/').replace('/', '.')!r}?"
+        raise self.error(
+            node,
+            f"sysctl name {name!r} must be dotted, like 'kernel.sched_autogroup_enabled'{hint}",
+        )
+
+    def sysfs_path(self, node: ScalarNode, path: str) -> None:
+        if path.startswith("/proc/sys/"):
+            dotted = path.removeprefix("/proc/sys/").replace("/", ".")
+            raise self.error(
+                node, f"{path!r} is a sysctl: write it under tunables.sysctl as {dotted!r}"
+            )
+        if not path.startswith("/sys/") or os.path.normpath(path) != path or path == "/sys/":
+            raise self.error(
+                node, f"sysfs path {path!r} must be a normalized absolute path under /sys/"
+            )
+
+    def governor(self, node: ScalarNode, value: ParamValue) -> ParamValue:
+        if value not in GOVERNORS:
+            raise self.error(node, _unknown("governor", str(value), GOVERNORS))
+        return value
+
+    def cpu_list(self, node: ScalarNode, value: ParamValue) -> ParamValue:
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise self.error(node, f"pin must be a CPU list like '0-1' or '0,2', got {value!r}")
+        text = str(value).replace(" ", "")
+        if not _CPU_LIST.fullmatch(text):
+            raise self.error(node, f"pin must be a CPU list like '0-1' or '0,2', got {value!r}")
+        for part in text.split(","):
+            low, _, high = part.partition("-")
+            if high and int(high) < int(low):
+                raise self.error(node, f"pin: CPU range {part!r} runs backwards")
+        return text
+
+
+def _line(node: Node | None) -> int | None:
+    return None if node is None else node.start_mark.line + 1
+
+
+def _kind(node: Node) -> str:
+    if isinstance(node, MappingNode):
+        return "a mapping"
+    if isinstance(node, SequenceNode):
+        return "a list"
+    if node.tag == "tag:yaml.org,2002:null":
+        return "no value"
+    return repr(node.value)
