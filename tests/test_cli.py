@@ -41,7 +41,11 @@ def stored_samples(db: Path) -> int:
     if not db.exists():
         return 0
     with sqlite3.connect(db) as connection:
-        return connection.execute("SELECT count(*) FROM samples WHERE source='benchmark'").fetchone()[0]
+        try:
+            query = "SELECT count(*) FROM samples WHERE source='benchmark'"
+            return connection.execute(query).fetchone()[0]
+        except sqlite3.OperationalError:  # perfline is still creating the schema
+            return 0
 
 
 def wait_for_samples(db: Path, count: int, proc: subprocess.Popen[str]) -> None:
@@ -69,7 +73,7 @@ def test_run_stores_samples_runs_and_show(tmp_path: Path) -> None:
     ).stdout
     [run] = json.loads(out)
     assert run["status"] == "completed"
-    assert run["samples"] == 3
+    assert run["repetitions"] == 3
     assert run["summary"]["command.value"]["mean"] == 42.0
     assert run["summary"]["command.value"]["n"] == 3
     assert run["summary"]["proc-stat.idle_pct"]["source"] == "monitor"
@@ -129,7 +133,7 @@ def test_terminated_run_is_interrupted_and_keeps_samples(tmp_path: Path, sig: in
     assert proc.returncode == 130
     [run] = json.loads(perfline(db, "runs", "--json").stdout)
     assert run["status"] == "interrupted"
-    assert run["samples"] >= 2
+    assert run["repetitions"] >= 2
 
 
 def test_sigkilled_run_keeps_finished_samples(tmp_path: Path) -> None:
@@ -145,7 +149,7 @@ def test_sigkilled_run_keeps_finished_samples(tmp_path: Path) -> None:
     listing = perfline(db, "runs", "--json")
     [run] = json.loads(listing.stdout)
     assert run["status"] == "interrupted"
-    assert run["samples"] == kept
+    assert run["repetitions"] == kept
     assert "interrupted" in listing.stderr
 
 
@@ -156,7 +160,7 @@ def test_job_matrix_runs_every_case(tmp_path: Path) -> None:
         "benchmark: sched-pipe\n"
         "params:\n"
         "  loops: [2000, 4000]\n"
-        "  pin: [true, false]\n"
+        "  threads: [true, false]\n"
         "repeat: 2\n"
         "warmup: 0\n"
         "monitors: [proc-stat]\n"
@@ -164,4 +168,4 @@ def test_job_matrix_runs_every_case(tmp_path: Path) -> None:
     runs = json.loads(perfline(db, "run", str(job), "--json").stdout)
     assert len(runs) == 4
     assert len({r["case"] for r in runs}) == 4
-    assert all(r["status"] == "completed" and r["samples"] == 2 for r in runs)
+    assert all(r["status"] == "completed" and r["repetitions"] == 2 for r in runs)

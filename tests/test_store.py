@@ -12,7 +12,7 @@ from alembic.migration import MigrationContext
 from perfline.jobs.spec import Case
 from perfline.metric import Direction, Measurement, Metric
 from perfline.store import COMPLETED, INTERRUPTED, RUNNING, RunNotFound, Store
-from perfline.store.engine import default_url
+from perfline.store.engine import resolve_url
 from perfline.store.schema import Base
 from perfline.targets import local
 
@@ -120,8 +120,8 @@ def test_dead_runs_are_marked_interrupted(tmp_path: Path) -> None:
 def test_default_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("PERFLINE_DB", raising=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    assert default_url() == f"sqlite:///{tmp_path}/perfline/perfline.db"
+    assert resolve_url() == f"sqlite:///{tmp_path}/perfline/perfline.db"
     monkeypatch.setenv("PERFLINE_DB", str(tmp_path / "x.db"))
-    assert default_url() == f"sqlite:///{tmp_path}/x.db"
+    assert resolve_url() == f"sqlite:///{tmp_path}/x.db"
     monkeypatch.setenv("PERFLINE_DB", "postgresql+psycopg://u@127.0.0.1:5/db")
-    assert default_url() == "postgresql+psycopg://u@127.0.0.1:5/db"
+    assert resolve_url() == "postgresql+psycopg://u@127.0.0.1:5/db"

@@ -9,17 +9,18 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from perfline import __version__
 from perfline.benchmarks import BENCHMARKS
 from perfline.cli.progress import ProgressObserver
-from perfline.jobs import JobError, expand, job_from_benchmark, load_job
+from perfline.jobs import JobError, expand, job_from_benchmark, load_job, parse_param_args
 from perfline.jobs.spec import JobSpec
 from perfline.monitors import MONITORS
 from perfline.registry import UnknownName
 from perfline.report.runs import run_detail_json, run_info_json, run_view, runs_table
 from perfline.runner import RunContext, RunOutcome, execute, terminate_as_interrupt
-from perfline.store import COMPLETED, RunNotFound, Store, default_url
+from perfline.store import COMPLETED, RunNotFound, Store, resolve_url
 from perfline.targets import local
 
 app = typer.Typer(
@@ -56,7 +57,7 @@ def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
 
 
 def open_store() -> Store:
-    store = Store.open(state.db or default_url())
+    store = Store.open(state.db)
     reaped = store.reap_dead_runs(local.boot_id(), local.hostname(), local.pid_alive)
     if reaped:
         errors.print(f"[yellow]marked {reaped} run(s) interrupted: their process had died[/yellow]")
@@ -67,20 +68,14 @@ def open_store() -> Store:
 def list_catalogue() -> None:
     """Benchmarks and monitors, one line each, with what they measure."""
     for title, registry in (("benchmarks", BENCHMARKS), ("monitors", MONITORS)):
-        console.print(f"[bold]{title}[/bold]")
-        for name in registry.names():
-            try:
-                entry = registry.get(name)
-            except ImportError as exc:  # one broken module must not hide the others
-                console.print(f"  {name:<14} [red]unavailable: {exc}[/red]")
-                continue
-            metrics = ", ".join(f"{m.name} ({m.unit}, {m.direction})" for m in entry.metrics)
-            console.print(f"  [cyan]{name:<14}[/cyan] {entry.summary}", highlight=False)
-            console.print(f"  {'':<14} [dim]{metrics}[/dim]", highlight=False)
-            params = getattr(entry, "params", ())
-            if params:
-                described = ", ".join(f"{p.name}={p.default}" for p in params)
-                console.print(f"  {'':<14} [dim]params: {described}[/dim]", highlight=False)
+        table = Table(title=title, title_justify="left", show_lines=False)
+        table.add_column("name", style="cyan", no_wrap=True)
+        table.add_column("what it measures")
+        table.add_column("metrics (unit, better)", style="dim")
+        for entry in registry.all():
+            metrics = ", ".join(f"{m.name} ({m.unit or '-'}, {m.direction})" for m in entry.metrics)
+            table.add_row(entry.name, entry.summary, metrics)
+        console.print(table)
 
 
 @app.command()
@@ -114,7 +109,7 @@ def run(
         raise fail(str(exc)) from None
     store = open_store()
     outcomes: list[RunOutcome] = []
-    with ProgressObserver(console, cases, quiet=as_json) as observer, terminate_as_interrupt():
+    with ProgressObserver(errors, cases) as observer, terminate_as_interrupt():
         ctx = RunContext(
             store=store,
             fingerprint=local.fingerprint,
@@ -148,19 +143,9 @@ def _load(what: str, params: list[str], monitors: list[str] | None, no_monitors:
                 raise fail("--param is for a benchmark name; set params in the job file")
             job = load_job(path)
             return job if chosen is None else replace(job, monitors=chosen)
-        return job_from_benchmark(what, _key_values(params), monitors=chosen)
+        return job_from_benchmark(what, parse_param_args(params), monitors=chosen)
     except (JobError, UnknownName) as exc:
         raise fail(str(exc).strip("'\"")) from None
-
-
-def _key_values(pairs: list[str]) -> dict[str, str]:
-    parsed = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise fail(f"--param {pair!r}: expected KEY=VALUE, e.g. --param loops=100000")
-        parsed[key.strip()] = value.strip()
-    return parsed
 
 
 @app.command()
@@ -173,7 +158,7 @@ def runs(
     if as_json:
         print(json.dumps([run_info_json(r) for r in listed], indent=2))
     elif not listed:
-        console.print(f"no runs yet in {state.db or default_url()}; try `perfline run sched-pipe`")
+        console.print(f"no runs yet in {resolve_url(state.db)}; try `perfline run sched-pipe`")
     else:
         console.print(runs_table(listed))
 

@@ -21,7 +21,9 @@ from perfline.store import COMPLETED
 
 
 class ProgressObserver:
-    def __init__(self, console: Console, cases: list[Case], *, quiet: bool = False) -> None:
+    """Draws on `console`, which should be stderr so that stdout carries only results."""
+
+    def __init__(self, console: Console, cases: list[Case]) -> None:
         self._cases = cases
         self._console = console
         self._progress = Progress(
@@ -33,7 +35,6 @@ class ProgressObserver:
             TextColumn("eta"),
             TimeRemainingColumn(),
             console=console,
-            disable=quiet,
             transient=False,
         )
         self._task = self._progress.add_task(

@@ -158,7 +158,7 @@ def run_info_json(info: RunInfo) -> dict[str, Any]:
         "label": info.label,
         "kernel_commit": info.kernel_commit,
         "status": info.status,
-        "samples": info.samples,
+        "repetitions": info.samples,
         "repeat": info.repeat,
         "started_at": info.started_at.isoformat(),
         "finished_at": info.finished_at.isoformat() if info.finished_at else None,

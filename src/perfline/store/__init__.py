@@ -1,6 +1,6 @@
 """The result store (SQLite by default, any SQLAlchemy URL such as PostgreSQL)."""
 
-from perfline.store.engine import default_url
+from perfline.store.engine import resolve_url
 from perfline.store.store import (
     COMPLETED,
     FAILED,
@@ -23,5 +23,5 @@ __all__ = [
     "RunNotFound",
     "Sample",
     "Store",
-    "default_url",
+    "resolve_url",
 ]

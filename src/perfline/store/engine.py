@@ -9,9 +9,10 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 
 
-def default_url() -> str:
-    """$PERFLINE_DB (an SQLAlchemy URL or a file path), else the user's data directory."""
-    configured = os.environ.get("PERFLINE_DB")
+def resolve_url(location: str | None = None) -> str:
+    """`location` or $PERFLINE_DB (an SQLAlchemy URL or an SQLite file path), else the
+    user's data directory."""
+    configured = location or os.environ.get("PERFLINE_DB")
     if configured:
         return configured if "://" in configured else sqlite_url(Path(configured))
     data_home = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")

@@ -15,7 +15,7 @@ from perfline.fingerprint import Fingerprint
 from perfline.jobs.spec import Case
 from perfline.metric import Direction, Measurement, Metric
 from perfline.store import migrate
-from perfline.store.engine import connect, default_url
+from perfline.store.engine import connect, resolve_url
 from perfline.store.schema import KernelConfig, MetricRow, RunRow, SampleRow
 
 
@@ -75,7 +75,7 @@ class Store:
     @classmethod
     def open(cls, url: str | None = None) -> Store:
         """Connect and bring the schema up to date."""
-        engine = connect(url or default_url())
+        engine = connect(resolve_url(url))
         with engine.begin() as connection:
             migrate.upgrade(connection)
         return cls(engine)
