@@ -1,0 +1,164 @@
+"""Per-CPU scheduling latency: the largest gap a SCHED_FIFO spinner sees on each CPU.
+
+Runs native/cpu_latency, whose header explains the method and why runs stay short.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfline.benchmarks.base import (
+    Benchmark,
+    BenchmarkFailed,
+    BenchmarkUnavailable,
+    Param,
+    ParamValue,
+)
+from perfline.metric import Direction, Measurement, Metric
+from perfline.native import native_binary
+from perfline.process import CommandFailed, ToolMissing, run
+
+PROC_KERNEL = Path("/proc/sys/kernel")
+# Beyond the spin itself: thread start-up while every CPU is busy with a spinner.
+TIMEOUT_SLACK_S = 30.0
+
+MAX_GAP = Metric(
+    "cpu-latency.max_gap",
+    "µs",
+    Direction.LOWER,
+    "largest gap between clock reads of a pinned SCHED_FIFO spinner, worst CPU",
+)
+
+
+def cpu_metric(cpu: int) -> Metric:
+    """The per-CPU counterpart of MAX_GAP; created as CPUs are measured."""
+    return Metric(
+        f"cpu-latency.cpu{cpu}.max_gap",
+        MAX_GAP.unit,
+        MAX_GAP.direction,
+        f"largest gap between clock reads of a pinned SCHED_FIFO spinner on CPU {cpu}",
+    )
+
+
+@dataclass(frozen=True)
+class CpuGap:
+    cpu: int
+    max_gap_ns: int
+
+
+def parse_output(text: str) -> list[CpuGap]:
+    """The `cpu=N ... max_gap_ns=N ...` lines of cpu_latency, one per CPU."""
+    gaps = []
+    for line in text.splitlines():
+        fields = dict(field.partition("=")[::2] for field in line.split())
+        try:
+            gaps.append(CpuGap(int(fields["cpu"]), int(fields["max_gap_ns"])))
+        except (KeyError, ValueError) as exc:
+            raise ValueError(f"unexpected cpu_latency line {line!r}") from exc
+    if not gaps:
+        raise ValueError("cpu_latency printed no CPU lines")
+    return gaps
+
+
+@dataclass(frozen=True)
+class RtBandwidth:
+    """The kernel's RT throttling: RT tasks may run runtime_us of every period_us."""
+
+    period_us: int
+    runtime_us: int  # -1: not throttled
+
+    @classmethod
+    def read(cls) -> RtBandwidth:
+        return cls(
+            int((PROC_KERNEL / "sched_rt_period_us").read_text()),
+            int((PROC_KERNEL / "sched_rt_runtime_us").read_text()),
+        )
+
+    def rest_s(self) -> float:
+        """Pause between spins so no period holds more than runtime_us of them.
+
+        Back-to-back spins can fill a period beyond its budget even when each one is
+        shorter; the throttled remainder (50 ms by default) would then be reported as
+        latency. Twice the unbudgeted part leaves a margin.
+        """
+        return 0.0 if self.runtime_us < 0 else 2 * (self.period_us - self.runtime_us) / 1e6
+
+
+class CpuLatency(Benchmark):
+    name = "cpu-latency"
+    summary = "largest gap between clock reads of a SCHED_FIFO spinner pinned to each CPU"
+    params = (
+        Param(
+            "duration_ms",
+            int,
+            500,
+            "spin time per CPU and repetition; must stay below sched_rt_runtime_us",
+            minimum=1,
+        ),
+        Param("cpus", str, "all", "CPUs to measure, e.g. 0,2-3; all: every CPU perfline may use"),
+        Param("priority", int, 1, "SCHED_FIFO priority of the spinners, 1 to 99", minimum=1),
+    )
+    metrics = (MAX_GAP,)
+
+    def __init__(self, params: Mapping[str, ParamValue], workdir: Path) -> None:
+        super().__init__(params, workdir)
+        self._binary: Path
+        self._cpus: list[int] = []
+        self._rt = RtBandwidth(0, -1)
+        self._ready_at = 0.0
+
+    def setup(self) -> None:
+        try:
+            self._binary = native_binary("cpu_latency")
+        except ToolMissing as exc:
+            raise BenchmarkUnavailable(str(exc)) from exc
+        self._rt = RtBandwidth.read()
+        duration_us = int(self.values["duration_ms"]) * 1000
+        if 0 <= self._rt.runtime_us <= duration_us:
+            raise BenchmarkUnavailable(
+                f"cpu-latency: duration_ms={self.values['duration_ms']} is not below the RT "
+                f"budget of {self._rt.runtime_us // 1000} ms per period (sched_rt_runtime_us): "
+                "every run would risk reporting RT throttling as latency"
+            )
+        # A 1 ms spin shows a refused SCHED_FIFO or a bad CPU list before any repetition.
+        try:
+            self._cpus = [gap.cpu for gap in self._spin(1)]
+        except BenchmarkFailed as exc:
+            raise BenchmarkUnavailable(f"{exc}\n{exc.output_tail}") from exc
+
+    def run_once(self) -> list[Measurement]:
+        gaps = self._spin(int(self.values["duration_ms"]))
+        per_cpu = [Measurement(cpu_metric(g.cpu), g.max_gap_ns / 1000) for g in gaps]
+        return [*per_cpu, Measurement(MAX_GAP, max(m.value for m in per_cpu))]
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "cpus": self._cpus,
+            "policy": "SCHED_FIFO",
+            "priority": self.values["priority"],
+            "sched_rt_period_us": self._rt.period_us,
+            "sched_rt_runtime_us": self._rt.runtime_us,
+        }
+
+    def _spin(self, duration_ms: int) -> list[CpuGap]:
+        argv = [
+            str(self._binary),
+            f"--duration-ms={duration_ms}",
+            f"--cpus={self.values['cpus']}",
+            f"--priority={self.values['priority']}",
+        ]
+        time.sleep(max(0.0, self._ready_at - time.monotonic()))
+        try:
+            output = run(argv, timeout=duration_ms / 1000 + TIMEOUT_SLACK_S).stdout
+        except CommandFailed as exc:
+            raise BenchmarkFailed(str(exc), exc.output_tail) from exc
+        finally:
+            self._ready_at = time.monotonic() + self._rt.rest_s()
+        try:
+            return parse_output(output)
+        except ValueError as exc:
+            raise BenchmarkFailed(f"cpu-latency: {exc}", output) from exc

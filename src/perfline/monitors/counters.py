@@ -1,0 +1,65 @@
+"""Monitors that read cumulative kernel counters: a snapshot at start, the change at stop."""
+
+from __future__ import annotations
+
+import time
+from abc import abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from perfline.metric import Measurement, Metric
+from perfline.monitors.base import Monitor
+
+# (metric, counter name): the metric is the counter's change per second.
+RateTable = tuple[tuple[Metric, str], ...]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    taken: float  # time.monotonic()
+    values: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Interval:
+    before: Snapshot
+    after: Snapshot
+
+    @property
+    def seconds(self) -> float:
+        return self.after.taken - self.before.taken
+
+    def delta(self, counter: str) -> int:
+        return self.after.values[counter] - self.before.values[counter]
+
+    def rates(self, table: RateTable) -> list[Measurement]:
+        return [
+            Measurement(metric, self.delta(counter) / self.seconds) for metric, counter in table
+        ]
+
+
+class CounterMonitor(Monitor):
+    """Subclasses say how to read their counters and what to make of an interval."""
+
+    def __init__(self) -> None:
+        self._before: Snapshot | None = None
+
+    @abstractmethod
+    def read(self) -> dict[str, int]:
+        """Current values by name: cumulative counters, and levels such as free memory."""
+
+    @abstractmethod
+    def measure(self, interval: Interval) -> list[Measurement]: ...
+
+    def start(self) -> None:
+        self._before = self._snapshot()
+
+    def stop(self) -> list[Measurement]:
+        if self._before is None:
+            raise RuntimeError(f"{self.name}: stop() without start()")
+        interval = Interval(self._before, self._snapshot())
+        self._before = None
+        return self.measure(interval)
+
+    def _snapshot(self) -> Snapshot:
+        return Snapshot(time.monotonic(), self.read())

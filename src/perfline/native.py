@@ -1,0 +1,29 @@
+"""Where the small C helpers built by `make native` live."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from perfline.process import ToolMissing
+
+# The package is installed editable from src/, so the checkout is two levels above it.
+CHECKOUT = Path(__file__).resolve().parents[2]
+NATIVE_DIR_ENV = "PERFLINE_NATIVE_DIR"
+
+
+def native_dir() -> Path:
+    """$PERFLINE_NATIVE_DIR when set (an installed copy elsewhere), else native/build."""
+    override = os.environ.get(NATIVE_DIR_ENV)
+    return Path(override) if override else CHECKOUT / "native" / "build"
+
+
+def native_binary(name: str) -> Path:
+    """Path of the helper `name`, or ToolMissing saying how to build it."""
+    path = native_dir() / name
+    if not os.access(path, os.X_OK):
+        raise ToolMissing(
+            f"native helper {name} not found at {path}: run `make native` in {CHECKOUT}"
+            + (f" or fix ${NATIVE_DIR_ENV}" if NATIVE_DIR_ENV in os.environ else "")
+        )
+    return path
