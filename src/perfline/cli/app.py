@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
@@ -18,7 +19,13 @@ from perfline.jobs import JobError, expand, job_from_benchmark, load_job, parse_
 from perfline.jobs.spec import JobSpec
 from perfline.monitors import MONITORS
 from perfline.registry import UnknownName
-from perfline.report.runs import run_detail_json, run_info_json, run_view, runs_table
+from perfline.report.runs import (
+    results_table,
+    run_detail_json,
+    run_info_json,
+    run_view,
+    runs_table,
+)
 from perfline.runner import RunContext, RunOutcome, execute, terminate_as_interrupt
 from perfline.store import COMPLETED, RunNotFound, Store, resolve_url
 from perfline.targets import local
@@ -28,7 +35,8 @@ app = typer.Typer(
     add_completion=False,
     help="perfline: run kernel benchmarks, store every sample, find what changed.",
 )
-console = Console()
+# Tables are wide; when stdout is a pipe or file, 80 columns would fold every row.
+console = Console(width=None if sys.stdout.isatty() else 130)
 errors = Console(stderr=True)
 
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
@@ -128,8 +136,8 @@ def run(
     if as_json:
         print(json.dumps([run_detail_json(d) for d in details], indent=2))
     else:
-        for detail in details:
-            console.print(run_view(detail, with_samples=False))
+        console.print(results_table(details))
+        console.print(f"[dim]samples, monitors and fingerprint: perfline show {details[-1].info.id}[/dim]")
     if any(o.status != COMPLETED for o in outcomes):
         raise typer.Exit(EXIT_FAILED)
 

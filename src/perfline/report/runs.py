@@ -43,7 +43,7 @@ def runs_table(runs: list[RunInfo]) -> Table:
     for run in runs:
         table.add_row(
             str(run.id),
-            f"{run.job} [dim]{run.case_key}[/dim]",
+            Text.assemble(f"{run.job} ", (run.case_key, "dim")),
             run.kernel_release,
             run.label or "",
             Text(run.status, style=STATUS_STYLE.get(run.status, "")),
@@ -53,30 +53,51 @@ def runs_table(runs: list[RunInfo]) -> Table:
     return table
 
 
+SUMMARY_COLUMNS = ("mean", "±stddev", "median", "min", "max", "n", "unit", "better")
+
+
+def _summary_cells(row: MetricSummary) -> list[str]:
+    s = row.summary
+    noise = f"{s.cv_pct:.1f}%" if s.mean else "-"
+    better = "" if row.metric.direction == "neutral" else row.metric.direction
+    return [_num(s.mean), noise, _num(s.median), _num(s.min), _num(s.max), str(s.n),
+            row.metric.unit, better]
+
+
+def _summary_columns(table: Table) -> None:
+    for column in SUMMARY_COLUMNS:
+        table.add_column(column, justify="left" if column in ("unit", "better") else "right")
+
+
 def summary_table(title: str, rows: list[MetricSummary]) -> Table:
     table = Table(title=title, title_justify="left")
-    table.add_column("metric")
-    for column in ("mean", "±stddev", "min", "median", "max", "n"):
-        table.add_column(column, justify="right")
-    table.add_column("unit")
-    table.add_column("better")
+    table.add_column("metric", no_wrap=True)
+    _summary_columns(table)
     for row in rows:
-        s = row.summary
-        table.add_row(
-            row.metric.name,
-            _num(s.mean),
-            f"{_num(s.stddev)} ({s.cv_pct:.1f}%)",
-            _num(s.min),
-            _num(s.median),
-            _num(s.max),
-            str(s.n),
-            row.metric.unit,
-            "" if row.metric.direction == "neutral" else row.metric.direction,
-        )
+        table.add_row(row.metric.name, *_summary_cells(row))
     return table
 
 
-def run_view(detail: RunDetail, *, with_samples: bool = True) -> RenderableType:
+def results_table(details: list[RunDetail]) -> Table:
+    """The benchmark metrics of several runs, one row per run and metric (after `run`)."""
+    table = Table(title="results", title_justify="left")
+    table.add_column("run", justify="right")
+    table.add_column("case")
+    table.add_column("metric", no_wrap=True)
+    _summary_columns(table)
+    table.add_column("status")
+    for detail in details:
+        info = detail.info
+        rows = [r for r in metric_summaries(detail) if r.source == "benchmark"]
+        status = Text(info.status, style=STATUS_STYLE.get(info.status, ""))
+        if not rows:
+            table.add_row(str(info.id), info.case_key, "", *[""] * len(SUMMARY_COLUMNS), status)
+        for row in rows:
+            table.add_row(str(info.id), info.case_key, row.metric.name, *_summary_cells(row), status)
+    return table
+
+
+def run_view(detail: RunDetail) -> RenderableType:
     info = detail.info
     summaries = metric_summaries(detail)
     parts: list[RenderableType] = [
@@ -95,7 +116,7 @@ def run_view(detail: RunDetail, *, with_samples: bool = True) -> RenderableType:
     monitor_rows = [r for r in summaries if r.source == "monitor"]
     if benchmark_rows:
         parts.append(summary_table("results", benchmark_rows))
-    if with_samples and benchmark_rows:
+    if benchmark_rows:
         parts.append(samples_table(detail))
     if monitor_rows:
         parts.append(summary_table("monitors (per repetition)", monitor_rows))
@@ -142,7 +163,8 @@ def fingerprint_table(detail: RunDetail) -> Table:
     rows += [(k, v) for k, v in fp["sysctls"].items()]
     rows += [(k, v) for k, v in fp["sysfs"].items()]
     for key, value in rows:
-        table.add_row(key, str(value))
+        # Text, not markup: sysfs values such as "always [madvise] never" have brackets.
+        table.add_row(key, Text(str(value)))
     return table
 
 
