@@ -1,0 +1,40 @@
+"""Shared fixtures: a real, private PostgreSQL server for the tests marked `postgres`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from perfline.pgserver import PrivateServer
+from perfline.process import ToolMissing
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # `-m postgres` / `-m "not postgres"` must select every test that starts the server,
+    # also one whose author forgot the mark.
+    for item in items:
+        if "postgres_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateServer]:
+    """One private server for the whole session, on a free loopback port.
+
+    A missing PostgreSQL fails the tests instead of skipping them: a skipped store test
+    would look like a passing one.
+    """
+    try:
+        # The data is thrown away after the session; not syncing it makes the tests faster.
+        server = PrivateServer(tmp_path_factory.mktemp("postgres"), settings={"fsync": "off"})
+    except ToolMissing as exc:
+        pytest.fail(f"{exc}\n(`make test` installs postgresql)", pytrace=False)
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_server: PrivateServer) -> str:
+    """SQLAlchemy URL of a database created for this session."""
+    return postgres_server.create_database("perfline_test")
