@@ -67,7 +67,7 @@ def test_list_names_every_benchmark_and_monitor(tmp_path: Path) -> None:
 def test_run_stores_samples_runs_and_show(tmp_path: Path) -> None:
     db = tmp_path / "perfline.db"
     out = perfline(
-        db, "run", "command", "-p", "cmd=echo 41; echo 42", "-p", "unit=ops",
+        db, "run", "command", "-p", "cmd=sleep 0.05; echo 41; echo 42", "-p", "unit=ops",
         "--repeat", "3", "--warmup", "1", "--monitor", "proc-stat", "--label", "demo",
         "--kernel-commit", "deadbeef", "--json",
     ).stdout
