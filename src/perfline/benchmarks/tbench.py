@@ -1,0 +1,179 @@
+"""tbench: dbench's network half, clients against tbench_srv over loopback TCP."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfline.benchmarks.base import Benchmark, BenchmarkFailed, BenchmarkUnavailable, Param
+from perfline.metric import Direction, Measurement, Metric
+from perfline.process import CommandFailed, ToolMissing, require_tool, run, tail
+
+# dbench 4.0 compiles the port into tbench and tbench_srv; neither has an option for it.
+PORT = 7003
+PORT_IN_USE = (
+    f"TCP port {PORT} is in use, and tbench_srv can only listen there; "
+    f"find the owner with `ss -ltnp 'sport = :{PORT}'` (a leftover tbench_srv?)"
+)
+SERVER_READY_TIMEOUT = 10.0
+SERVER_STOP_TIMEOUT = 5.0
+# A client that cannot connect makes tbench wait 30 s before it gives up.
+CLIENT_START_GRACE = 60
+
+_RESULT = re.compile(
+    r"^Throughput ([0-9.eE+-]+) MB/sec.*\s(\d+) clients\s.*max_latency=([0-9.]+) ms\s*$",
+    re.MULTILINE,
+)
+
+
+@dataclass(frozen=True)
+class TbenchResult:
+    throughput_mb_s: float
+    clients: int
+    max_latency_ms: float
+
+
+def parse_tbench(output: str) -> TbenchResult:
+    """The final 'Throughput X MB/sec  N clients  N procs  max_latency=Y ms' line.
+
+    tbench exits 0 even when clients failed to start, printing 'Throughput 0', so a
+    zero throughput is an error, not a measurement.
+    """
+    if "FAILED TO START" in output:
+        raise ValueError("tbench clients failed to start")
+    found = _RESULT.search(output)
+    if found is None:
+        raise ValueError("no 'Throughput ... MB/sec' line in tbench output")
+    result = TbenchResult(float(found.group(1)), int(found.group(2)), float(found.group(3)))
+    if result.throughput_mb_s <= 0:
+        # tbench only counts whole seconds after warm-up; runs under 2 s report nothing.
+        raise ValueError("tbench reported 0 MB/sec (no full second was measured)")
+    return result
+
+
+def _port_in_use() -> bool:
+    # Same socket options as tbench_srv, so TIME_WAIT leftovers do not count as in use.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("", PORT))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return True
+            raise
+    return False
+
+
+def _accepts_connections() -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", PORT), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+class Tbench(Benchmark):
+    name = "tbench"
+    summary = "loopback TCP throughput of dbench's tbench clients against tbench_srv (MB/s)"
+    params = (
+        Param("clients", int, 2, "concurrent tbench clients", minimum=1),
+        Param("duration", int, 5, "seconds each repetition runs (tbench needs 2+)", minimum=2),
+    )
+    metrics = (
+        Metric("tbench.throughput", "MB/s", Direction.HIGHER, "throughput over all clients"),
+        Metric("tbench.latency_max", "ms", Direction.LOWER, "largest operation latency"),
+    )
+    packages = ("dbench",)
+
+    _tbench: str
+    _server: subprocess.Popen[bytes] | None = None
+
+    def setup(self) -> None:
+        try:
+            self._tbench = require_tool("tbench", "dbench")
+            server = require_tool("tbench_srv", "dbench")
+        except ToolMissing as exc:
+            raise BenchmarkUnavailable(str(exc)) from exc
+        # Checked before starting ours: otherwise the readiness probe below could be
+        # answered by somebody else's server while ours fails to bind.
+        if _port_in_use():
+            raise BenchmarkUnavailable(PORT_IN_USE)
+        # tbench_srv forks one child per connection; its own session lets teardown
+        # signal the whole group.
+        with open(self._log_path, "wb") as log:
+            self._server = subprocess.Popen(
+                [server],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.workdir,
+                start_new_session=True,
+            )
+        self._wait_until_ready(self._server)
+
+    @property
+    def _log_path(self) -> Path:
+        return self.workdir / "tbench_srv.log"
+
+    def _wait_until_ready(self, server: subprocess.Popen[bytes]) -> None:
+        deadline = time.monotonic() + SERVER_READY_TIMEOUT
+        while not _accepts_connections():
+            if server.poll() is not None:
+                log = self._log_path.read_text(errors="replace")
+                reason = PORT_IN_USE if "listen failed" in log else tail(log)
+                raise BenchmarkUnavailable(
+                    f"tbench_srv exited with status {server.returncode}: {reason}"
+                )
+            if time.monotonic() > deadline:
+                raise BenchmarkUnavailable(
+                    f"tbench_srv did not accept connections on port {PORT} "
+                    f"within {SERVER_READY_TIMEOUT:g}s"
+                )
+            time.sleep(0.05)
+
+    def run_once(self) -> list[Measurement]:
+        if self._server is None or self._server.poll() is not None:
+            # Without a server every client would wait 30 s before failing.
+            raise BenchmarkFailed(
+                "tbench_srv is no longer running", tail(self._log_path.read_text(errors="replace"))
+            )
+        duration = int(self.values["duration"])
+        argv = [self._tbench, "-t", str(duration), str(self.values["clients"]), "127.0.0.1"]
+        try:
+            proc = run(argv, timeout=2 * duration + CLIENT_START_GRACE, cwd=self.workdir)
+        except CommandFailed as exc:
+            raise BenchmarkFailed(str(exc), exc.output_tail) from exc
+        try:
+            result = parse_tbench(proc.stdout)
+        except ValueError as exc:
+            raise BenchmarkFailed(f"tbench: {exc}", tail(proc.stdout + proc.stderr)) from exc
+        throughput, latency = self.metrics
+        return [
+            Measurement(throughput, result.throughput_mb_s),
+            Measurement(latency, result.max_latency_ms),
+        ]
+
+    def teardown(self) -> None:
+        if self._server is not None:
+            _stop_group(self._server)
+            self._server = None
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the server's process group, SIGKILL it if it lingers, and reap the leader."""
+    with suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=SERVER_STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
