@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import TracebackType
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -66,7 +67,9 @@ class ProgressObserver:
         self._steps_in_run = 0
 
     def warning(self, message: str) -> None:
-        self._progress.console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+        self._progress.console.print(
+            f"[yellow]warning:[/yellow] {escape(message)}", highlight=False, soft_wrap=True
+        )
 
     def step_done(self, run_id: int, repetition: int | None, values: list[Measurement]) -> None:
         shown = ""
@@ -84,6 +87,7 @@ class ProgressObserver:
             planned = outcome.case.warmup + outcome.case.repeat
             self._progress.update(self._task, advance=max(planned - self._steps_in_run, 0))
             self._progress.console.print(
-                f"[red]run {outcome.run_id} {outcome.status}[/red]: {outcome.error}",
+                f"[red]run {outcome.run_id} {outcome.status}[/red]: {escape(outcome.error or '')}",
                 highlight=False,
+                soft_wrap=True,
             )

@@ -65,6 +65,11 @@ def execute(case: Case, ctx: RunContext) -> RunOutcome:
         case, ctx.fingerprint(), label=ctx.label, kernel_commit=ctx.kernel_commit, pid=os.getpid()
     )
     ctx.observer.run_started(run_id, case)
+    if case.tunables:
+        ctx.observer.warning(
+            "this perfline version records the job's tunables but does not apply them; "
+            "the run's settings say tunables_applied: false"
+        )
     done = 0
 
     def finish(status: str, error: str | None = None, output_tail: str | None = None) -> RunOutcome:
@@ -79,6 +84,8 @@ def execute(case: Case, ctx: RunContext) -> RunOutcome:
                 settings = dict(bench.settings())
                 if skipped:
                     settings["monitors_skipped"] = skipped
+                if case.tunables:
+                    settings["tunables_applied"] = False
                 ctx.store.set_settings(run_id, settings)
                 for _ in range(case.warmup):
                     ctx.observer.step_done(run_id, None, bench.run_once())
