@@ -191,3 +191,31 @@ def test_tunables_are_stored_and_marked_not_applied(tmp_path: Path) -> None:
     ]
     assert all(r["settings"]["tunables_applied"] is False for r in runs)
     assert "does not apply them" in proc.stderr
+
+
+# blk,nop rather than function,nop: kernels under lockdown refuse the function tracer,
+# and ftrace-switch's own tests cover that refusal.
+TINY = {
+    "ftrace-switch": ["iterations=3", "tracers=blk,nop"],
+    "sched-pipe": ["loops=2000"],
+    "hackbench": ["groups=1", "loops=20"],
+    "tbench": ["clients=1", "duration=2"],
+    "cpu-latency": ["duration_ms=100"],
+    "pgbench": ["scale=1", "duration=2", "clients=1"],
+}
+
+
+@pytest.mark.parametrize("benchmark", sorted(TINY))
+def test_every_benchmark_runs_and_stores_samples(tmp_path: Path, benchmark: str) -> None:
+    db = tmp_path / "perfline.db"
+    params = [arg for value in TINY[benchmark] for arg in ("-p", value)]
+    [run] = json.loads(
+        perfline(db, "run", benchmark, *params, "--repeat", "2", "--warmup", "0", "--json").stdout
+    )
+    assert run["status"] == "completed", run["error"]
+    assert run["repetitions"] == 2
+    results = [m for m, s in run["summary"].items() if s["source"] == "benchmark"]
+    assert results and all(m.startswith(f"{benchmark}.") for m in results)
+    assert all(run["summary"][m]["n"] == 2 and run["summary"][m]["mean"] > 0 for m in results)
+    monitors = {m.split(".")[0] for m, s in run["summary"].items() if s["source"] == "monitor"}
+    assert {"proc-stat", "vmstat"} <= monitors
