@@ -53,24 +53,24 @@ def runs_table(runs: list[RunInfo]) -> Table:
     return table
 
 
-SUMMARY_COLUMNS = ("mean", "±stddev", "median", "min", "max", "n", "unit", "better")
+SUMMARY_COLUMNS = ("mean", "±stddev", "median", "min", "max", "n", "unit")
+ARROWS = {"higher": " ↑", "lower": " ↓", "neutral": ""}
 
 
 def _summary_cells(row: MetricSummary) -> list[str]:
     s = row.summary
     noise = f"{s.cv_pct:.1f}%" if s.mean else "-"
-    better = "" if row.metric.direction == "neutral" else row.metric.direction
-    return [_num(s.mean), noise, _num(s.median), _num(s.min), _num(s.max), str(s.n),
-            row.metric.unit, better]
+    unit = f"{row.metric.unit}{ARROWS[row.metric.direction.value]}"
+    return [_num(s.mean), noise, _num(s.median), _num(s.min), _num(s.max), str(s.n), unit]
 
 
 def _summary_columns(table: Table) -> None:
     for column in SUMMARY_COLUMNS:
-        table.add_column(column, justify="left" if column in ("unit", "better") else "right")
+        table.add_column(column, justify="left" if column == "unit" else "right", no_wrap=True)
 
 
 def summary_table(title: str, rows: list[MetricSummary]) -> Table:
-    table = Table(title=title, title_justify="left")
+    table = Table(title=title, title_justify="left", caption=DIRECTION_CAPTION)
     table.add_column("metric", no_wrap=True)
     _summary_columns(table)
     for row in rows:
@@ -78,22 +78,24 @@ def summary_table(title: str, rows: list[MetricSummary]) -> Table:
     return table
 
 
+DIRECTION_CAPTION = "↑ higher is better, ↓ lower is better; ±stddev is relative (%stddev)"
+
+
 def results_table(details: list[RunDetail]) -> Table:
     """The benchmark metrics of several runs, one row per run and metric (after `run`)."""
-    table = Table(title="results", title_justify="left")
-    table.add_column("run", justify="right")
-    table.add_column("case")
+    table = Table(title="results", title_justify="left", caption=DIRECTION_CAPTION)
+    table.add_column("run", justify="right", no_wrap=True)
+    table.add_column("case", overflow="fold")
     table.add_column("metric", no_wrap=True)
     _summary_columns(table)
-    table.add_column("status")
     for detail in details:
         info = detail.info
+        run = Text(str(info.id), style=STATUS_STYLE.get(info.status, ""))
         rows = [r for r in metric_summaries(detail) if r.source == "benchmark"]
-        status = Text(info.status, style=STATUS_STYLE.get(info.status, ""))
         if not rows:
-            table.add_row(str(info.id), info.case_key, "", *[""] * len(SUMMARY_COLUMNS), status)
+            table.add_row(run, info.case_key, Text(f"({info.status}, no samples)", style="red"))
         for row in rows:
-            table.add_row(str(info.id), info.case_key, row.metric.name, *_summary_cells(row), status)
+            table.add_row(run, info.case_key, row.metric.name, *_summary_cells(row))
     return table
 
 
