@@ -236,7 +236,7 @@ ERRORS = [
     pytest.param(
         "benchmark: toy\nrepaet: 3\n",
         2,
-        "unknown key 'repaet': did you mean 'repeat'?",
+        "unknown key 'repaet': did you mean 'repeat' or 'max_repeat'?",
         id="unknown-top-key",
     ),
     pytest.param(
@@ -385,8 +385,8 @@ ERRORS = [
         "benchmark: toy\nrepeat: 2.5\n", 2, "repeat must be an integer >= 1", id="repeat-float"
     ),
     pytest.param(
-        "benchmark: toy\nrepeat: auto\n", 2, "'auto' (an adaptive run count) is not supported yet",
-        id="repeat-auto",
+        "benchmark: toy\nrepeat: 4\nprecision: 1%\n", 3, "precision applies only to `repeat: auto`",
+        id="precision-without-auto",
     ),
     pytest.param(
         "benchmark: toy\nwarmup: -1\n", 2, "warmup must be an integer >= 0", id="warmup-neg"
@@ -621,7 +621,8 @@ def test_cli_string_same_key_as_file(tmp_path: Path) -> None:
         ({"benchmark": "sched-pipes"}, "unknown benchmark 'sched-pipes': did you mean sched-pipe?"),
         ({"monitors": ["perf-stats"]}, "unknown monitor 'perf-stats': did you mean perf-stat"),
         ({"repeat": 0}, "repeat must be an integer >= 1, got 0"),
-        ({"repeat": "auto"}, "'auto' (an adaptive run count) is not supported yet"),
+        ({"repeat": "auto", "max_repeat": 3}, "max_repeat must be an integer >= 5, got 3"),
+        ({"repeat": "auto", "precision": "x%"}, "precision must be a positive percentage"),
         ({"warmup": -1}, "warmup must be an integer >= 0, got -1"),
         ({"target": "qemu"}, "unknown target 'qemu'"),
     ],
@@ -672,3 +673,18 @@ def test_example_jobs(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if name == "demo":
         assert job.monitors == ("proc-stat", "vmstat", "perf-stat")
         assert [c.params["cpus"] for c in cases] == ["0", "0,1"]
+
+
+def test_repeat_auto_with_precision_and_cap(tmp_path: Path) -> None:
+    job = load_job(write(tmp_path, "benchmark: toy\nrepeat: auto\nprecision: 2%\nmax_repeat: 12\n"))
+    assert (job.repeat, job.precision_pct) == (12, 2.0)
+    assert all(case.precision_pct == 2.0 and case.repeat == 12 for case in expand(job))
+    default = load_job(write(tmp_path, "benchmark: toy\nrepeat: auto\n", name="auto.yaml"))
+    assert (default.repeat, default.precision_pct) == (30, 1.0)
+    fixed = load_job(write(tmp_path, "benchmark: toy\nrepeat: 4\n", name="fixed.yaml"))
+    assert fixed.precision_pct is None
+
+
+def test_repeat_auto_from_command_line() -> None:
+    job = job_from_benchmark("toy", repeat="auto", precision="0.5%", max_repeat="8")
+    assert (job.repeat, job.precision_pct) == (8, 0.5)

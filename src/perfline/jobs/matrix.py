@@ -96,6 +96,7 @@ def expand(job: JobSpec) -> list[Case]:
                 warmup=job.warmup,
                 monitors=job.monitors,
                 target=job.target,
+                precision_pct=job.precision_pct,
             )
         )
     return cases

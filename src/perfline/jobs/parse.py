@@ -22,6 +22,9 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from perfline.benchmarks import BENCHMARKS, Benchmark, Param, ParamValue
 from perfline.jobs.matrix import check_size
 from perfline.jobs.spec import (
+    AUTO_MAX_REPEAT,
+    AUTO_MIN_REPEAT,
+    AUTO_PRECISION_PCT,
     COMMAND_LINE,
     TARGETS,
     TUNABLE_KINDS,
@@ -31,7 +34,18 @@ from perfline.jobs.spec import (
 )
 from perfline.monitors import DEFAULT_MONITORS, MONITORS
 
-TOP_KEYS = ("name", "benchmark", "params", "repeat", "warmup", "monitors", "tunables", "target")
+TOP_KEYS = (
+    "name",
+    "benchmark",
+    "params",
+    "repeat",
+    "precision",
+    "max_repeat",
+    "warmup",
+    "monitors",
+    "tunables",
+    "target",
+)
 DEFAULT_REPEAT = 5
 DEFAULT_WARMUP = 1
 # cpufreq governors in the mainline kernel.
@@ -66,6 +80,8 @@ def job_from_benchmark(
     monitors: Iterable[str] | None = None,
     *,
     target: str = "local",
+    precision: float | str | None = None,
+    max_repeat: int | str | None = None,
 ) -> JobSpec:
     """A job for `perfline run BENCHMARK --param k=v ...`, validated like a job file.
 
@@ -102,11 +118,18 @@ def job_from_benchmark(
     _check_unique(list(monitor_names), lambda m: fail(f"monitor {m!r} is named twice"))
     if target not in TARGETS:
         raise fail(_unknown("target", target, TARGETS))
+    repeat_count, precision_pct = repeat_policy(
+        _cli_int(repeat),
+        precision,
+        None if max_repeat is None else _cli_int(max_repeat),
+        lambda what: fail,
+    )
     spec = JobSpec(
         name=benchmark,
         benchmark=benchmark,
         params=converted,
-        repeat=_count("repeat", _cli_int(repeat), 1, fail),
+        repeat=repeat_count,
+        precision_pct=precision_pct,
         warmup=_count("warmup", _cli_int(warmup), 0, fail),
         monitors=monitor_names,
         target=target,
@@ -170,12 +193,45 @@ def _check_unique(values: list[Any], fail: Callable[[Any], JobError]) -> None:
         seen.append(value)
 
 
+def repeat_policy(
+    repeat: Any,
+    precision: Any,
+    max_repeat: Any,
+    fail_for: Callable[[str], Callable[[str], JobError]],
+) -> tuple[int, float | None]:
+    """(runs or cap, precision % or None) from `repeat`, `precision` and `max_repeat`.
+
+    `fail_for(key)` gives the error factory for that key, so job files can point at
+    the offending line.
+    """
+    if repeat != "auto":
+        for key, value in (("precision", precision), ("max_repeat", max_repeat)):
+            if value is not None:
+                raise fail_for(key)(f"{key} applies only to `repeat: auto`")
+        return _count("repeat", repeat, 1, fail_for("repeat")), None
+    cap = AUTO_MAX_REPEAT
+    if max_repeat is not None:
+        cap = _count("max_repeat", max_repeat, AUTO_MIN_REPEAT, fail_for("max_repeat"))
+    if precision is None:
+        return cap, AUTO_PRECISION_PCT
+    return cap, _percent(precision, fail_for("precision"))
+
+
+def _percent(value: Any, fail: Callable[[str], JobError]) -> float:
+    """`1%`, `"0.5%"` or a plain number of percent → float > 0."""
+    text = str(value).strip().removesuffix("%").strip()
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number) or number <= 0:
+        raise fail(f"precision must be a positive percentage such as 1% or 0.5, got {value!r}")
+    return number
+
+
 def _count(what: str, value: Any, minimum: int, fail: Callable[[str], JobError]) -> int:
     if value == "auto":
-        raise fail(
-            f"{what}: 'auto' (an adaptive run count) is not supported yet; "
-            f"give an integer >= {minimum}"
-        )
+        raise fail(f"{what} must be an integer >= {minimum}; only repeat may be 'auto'")
     if not isinstance(value, int) or isinstance(value, bool):
         raise fail(f"{what} must be an integer >= {minimum}, got {value!r}")
     if value < minimum:
@@ -287,10 +343,15 @@ class _Parser:
         if "params" in top:
             params = self.params(top["params"][1], cls)
 
-        repeat = DEFAULT_REPEAT
-        if "repeat" in top:
-            node = top["repeat"][1]
-            repeat = _count("repeat", self.scalar(node, "repeat"), 1, self.at(node))
+        def given(key: str) -> Any:
+            return self.scalar(top[key][1], key) if key in top else None
+
+        repeat, precision_pct = repeat_policy(
+            given("repeat") if "repeat" in top else DEFAULT_REPEAT,
+            given("precision"),
+            given("max_repeat"),
+            lambda key: self.at(top[key][1] if key in top else root),
+        )
         warmup = DEFAULT_WARMUP
         if "warmup" in top:
             node = top["warmup"][1]
@@ -316,6 +377,7 @@ class _Parser:
             benchmark=benchmark,
             params=params,
             repeat=repeat,
+            precision_pct=precision_pct,
             warmup=warmup,
             monitors=tuple(monitors),
             tunables=tunables,

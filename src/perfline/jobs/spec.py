@@ -38,6 +38,12 @@ class JobError(ValueError):
         super().__init__(f"{where}: {message}")
 
 
+# `repeat: auto` never stops before this many runs: a CI from 2-4 runs is itself too
+# uncertain to trust, and the rank test beside it needs 5 per side for p < 0.01.
+AUTO_MIN_REPEAT = 5
+AUTO_MAX_REPEAT = 30
+AUTO_PRECISION_PCT = 1.0
+
 # A value as written in the job: a scalar, or a list of scalars (a matrix axis).
 AxisValue = ParamValue | list[ParamValue]
 
@@ -49,6 +55,7 @@ class JobSpec:
     name: str
     benchmark: str
     params: dict[str, AxisValue] = field(default_factory=dict)
+    # With precision_pct set, repeat is the cap of an adaptive run count (`repeat: auto`).
     repeat: int = 5
     warmup: int = 1
     monitors: tuple[str, ...] = ()
@@ -56,6 +63,7 @@ class JobSpec:
     tunables: dict[str, dict[str, AxisValue]] = field(default_factory=dict)
     target: str = "local"
     path: Path | None = None
+    precision_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,9 @@ class Case:
     warmup: int
     monitors: tuple[str, ...]
     target: str
+    # Adaptive run count: repeat until the CI half-width of the mean is within this
+    # many % (at least AUTO_MIN_REPEAT runs, at most `repeat`). None: exactly `repeat`.
+    precision_pct: float | None = None
 
     @property
     def key(self) -> str:
