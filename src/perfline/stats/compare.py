@@ -1,0 +1,328 @@
+"""Comparing two samples of one metric: relative change, its confidence interval, a verdict.
+
+The method and its assumptions are written up in docs/statistics.md; in short:
+
+- The change is the ratio of the arithmetic means. Its CI is a t interval on the log of
+  that ratio, with a delta-method standard error and Welch–Satterthwaite degrees of
+  freedom, mapped back with exp. It needs no resampling, is valid from n=3 per side,
+  asymmetric like a ratio should be, and always contains the reported change.
+- When a value is zero or negative the metric is not a positive quantity with
+  multiplicative noise; the CI is then Fieller's interval on the raw values and the
+  test Welch's t on their difference. `Comparison.method` says which was used.
+- A change is significant when the t test passes at alpha and the change exceeds a
+  practical floor; no verdict is given below MIN_SAMPLES per side.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import optimize, stats
+
+from perfline.metric import Direction, Metric
+from perfline.stats.summary import Summary, summarize
+
+# Below five repetitions per side no verdict is given. At five, the rank test shown beside
+# the t test can itself reach p < 0.01 (its smallest two-sided p is 2/252), so a reader
+# can check the t test's verdict without trusting its normality assumption; at three it
+# could not go below 0.1.
+MIN_SAMPLES = 5
+
+# Modified z-score cut-off of Iglewicz and Hoaglin: |x - median| / (1.4826 * MAD) > 3.5.
+OUTLIER_Z = 3.5
+_MAD_TO_SIGMA = 1.4826
+# When more than half the values are equal the MAD is 0; Iglewicz and Hoaglin then scale
+# the mean absolute deviation instead (1.2533 = sqrt(pi/2) makes it estimate sigma).
+_MEAN_AD_TO_SIGMA = 1.2533
+
+# Rank-test p-values come from the permutation distribution (exact when there are at
+# most this many arrangements, else a seeded Monte Carlo draw of this size).
+_PERMUTATIONS = 9999
+# scipy's exact Mann–Whitney tables assume no ties; up to this size tied samples use
+# the permutation distribution instead, above it the tie-corrected normal approximation.
+_RANK_EXACT_MAX_N = 8
+
+METHOD_LOG_RATIO = "welch-log-ratio"
+METHOD_RAW = "welch-raw-fieller"
+
+REGRESSION = "regression"
+IMPROVEMENT = "improvement"
+NO_CHANGE = "no change"
+CHANGED = "changed"
+TOO_FEW = "too few samples"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """`other` against `base` for one metric; `dataclasses.asdict` gives plain JSON values.
+
+    p_value is Welch's t test of equal means: on the log of the ratio of the means
+    (method "welch-log-ratio"), or on their raw difference when a value is zero or
+    negative (method "welch-raw-fieller"). With the log ratio, p_value < 1 - c exactly
+    when the c-level interval excludes 0. p_value_rank is the two-sided Mann–Whitney U
+    test, shown beside it for data the t test's assumptions may not fit; it does not
+    enter the verdict. Both p-values and the interval are NaN when a side has one value.
+    """
+
+    metric: Metric
+    base: Summary
+    other: Summary
+    # 100·(mean_other/mean_base - 1); divided by |mean_base| so that a positive change
+    # always means the value went up, also for a negative base; ±inf from a zero base.
+    change_pct: float
+    # Confidence interval of change_pct (95% by default); (-inf, inf) when unbounded.
+    ci_pct: tuple[float, float]
+    p_value: float
+    p_value_rank: float
+    # p_value < alpha, |change_pct| > floor_pct, and at least MIN_SAMPLES per side.
+    significant: bool
+    # "regression" | "improvement" | "changed" (neutral metrics) | "no change" |
+    # "too few samples" (below MIN_SAMPLES on a side; significant is then False).
+    verdict: str
+    # Indexes of outliers within each sample; they stay in every figure above.
+    outliers_base: tuple[int, ...]
+    outliers_other: tuple[int, ...]
+    # METHOD_LOG_RATIO or METHOD_RAW: which interval and test were used.
+    method: str
+
+
+@dataclass(frozen=True)
+class _Estimate:
+    """A t statistic's ingredients: the estimate, its standard error, Welch's df."""
+
+    value: float
+    se: float
+    df: float
+
+    def p_value(self) -> float:
+        """Two-sided p-value of "the true value is 0"."""
+        if self.se == 0:
+            return 1.0 if self.value == 0 else 0.0
+        return float(2 * stats.t.sf(abs(self.value) / self.se, self.df))
+
+    def t_quantile(self, confidence: float) -> float:
+        return float(stats.t.ppf((1 + confidence) / 2, self.df))
+
+
+def compare(
+    base: Sequence[float],
+    other: Sequence[float],
+    metric: Metric,
+    *,
+    alpha: float = 0.01,
+    floor_pct: float = 1.0,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> Comparison:
+    """Compare `other` with `base`; `seed` fixes the rank test's permutation draw."""
+    if not 0 < alpha < 1 or not 0 < confidence < 1:
+        raise ValueError("alpha and confidence must be between 0 and 1")
+    b, o = _finite(base, "base"), _finite(other, "other")
+    base_summary, other_summary = summarize(b.tolist()), summarize(o.tolist())
+    # The log form models positive quantities with noise proportional to their level;
+    # a zero or negative value says the metric is not one (e.g. iowait %, fault counts).
+    method = METHOD_LOG_RATIO if (b > 0).all() and (o > 0).all() else METHOD_RAW
+    if min(len(b), len(o)) < 2:
+        ci_pct, p_value, p_rank = (math.nan, math.nan), math.nan, math.nan
+    else:
+        ci, p_value = _interval_and_p(b, o, method, confidence)
+        ci_pct = (100 * ci[0], 100 * ci[1])
+        p_rank = _rank_p_value(b, o, seed)
+    change_pct = _change_pct(base_summary.mean, other_summary.mean)
+    enough = min(len(b), len(o)) >= MIN_SAMPLES
+    significant = enough and p_value < alpha and abs(change_pct) > floor_pct
+    return Comparison(
+        metric=metric,
+        base=base_summary,
+        other=other_summary,
+        change_pct=change_pct,
+        ci_pct=ci_pct,
+        p_value=p_value,
+        p_value_rank=p_rank,
+        significant=significant,
+        verdict=_verdict(metric.direction, change_pct, significant, enough),
+        outliers_base=outlier_indexes(b),
+        outliers_other=outlier_indexes(o),
+        method=method,
+    )
+
+
+def mean_ci_halfwidth_pct(values: Sequence[float], confidence: float = 0.95) -> float:
+    """Half-width of the t confidence interval of the mean, in % of the mean.
+
+    The adaptive run count stops once this is at most the precision asked for. It is
+    the per-side term of the comparison's interval, so precision p per side gives a
+    change interval of about ±p·√2. Infinite below two values or for a zero mean.
+    """
+    data = np.asarray(values, dtype=float)
+    if len(data) < 2 or data.mean() == 0:
+        return math.inf
+    t = stats.t.ppf((1 + confidence) / 2, len(data) - 1)
+    return float(100 * t * math.sqrt(_relative_variance_of_mean(data)))
+
+
+def detectable_change_pct(
+    cv_pct: float, n: int, alpha: float = 0.01, power: float = 0.9
+) -> float:
+    """Smallest increase (in %) the comparison's t test finds with probability `power`.
+
+    Assumes n values per side with the same coefficient of variation `cv_pct` (noise
+    proportional to the level). Uses the noncentral t, which matters at small n. The
+    verdict also needs the change to exceed the practical floor; that is not included.
+    Infinite below MIN_SAMPLES, where no verdict is given.
+    """
+    if n < MIN_SAMPLES:
+        return math.inf
+    if cv_pct <= 0:
+        return 0.0
+    se = cv_pct / 100 * math.sqrt(2 / n)
+    df = 2 * (n - 1)
+    t_crit = stats.t.ppf(1 - alpha / 2, df)
+
+    # The two-sided test's other tail (a significant change of the wrong sign) adds
+    # under 1e-7 at the powers asked for; leaving it out also avoids scipy's NaNs there.
+    def shortfall(log_change: float) -> float:
+        return float(stats.nct.sf(t_crit, df, log_change / se)) - power
+
+    # Power grows with the change; (t_crit + 10) standard errors is beyond any power < 1.
+    log_change = optimize.brentq(shortfall, 0.0, (t_crit + 10) * se)
+    return 100 * math.expm1(log_change)
+
+
+def outlier_indexes(values: Sequence[float] | NDArray[np.float64]) -> tuple[int, ...]:
+    """Indexes of values whose modified z-score exceeds 3.5 (Iglewicz–Hoaglin).
+
+    Robust: the median and MAD are not pulled by the outliers they are meant to find.
+    Outliers are reported for the reader, never removed from the statistics.
+    """
+    data = np.asarray(values, dtype=float)
+    deviation = np.abs(data - np.median(data))
+    scale = _MAD_TO_SIGMA * np.median(deviation)
+    if scale == 0:
+        scale = _MEAN_AD_TO_SIGMA * deviation.mean()
+    if scale == 0:
+        return ()
+    return tuple(int(i) for i in np.flatnonzero(deviation > OUTLIER_Z * scale))
+
+
+def _finite(values: Sequence[float], side: str) -> NDArray[np.float64]:
+    data = np.asarray(values, dtype=float)
+    if not np.isfinite(data).all():
+        raise ValueError(f"{side} sample has a value that is not a finite number")
+    return data
+
+
+def _interval_and_p(
+    b: NDArray[np.float64], o: NDArray[np.float64], method: str, confidence: float
+) -> tuple[tuple[float, float], float]:
+    """The CI of mean_o/mean_b - 1 (as a fraction) and the t test's p-value."""
+    if method == METHOD_RAW:
+        return _fieller(b, o, confidence), _difference(b, o).p_value()
+    estimate = _log_ratio(b, o)
+    margin = estimate.t_quantile(confidence) * estimate.se
+    return (
+        (math.expm1(estimate.value - margin), math.expm1(estimate.value + margin)),
+        estimate.p_value(),
+    )
+
+
+def _relative_variance_of_mean(data: NDArray[np.float64]) -> float:
+    """Var(mean)/mean², the delta-method variance of log(mean)."""
+    return float(data.var(ddof=1) / len(data) / data.mean() ** 2)
+
+
+def _welch_df(var_b: float, n_b: int, var_o: float, n_o: int) -> float:
+    """Welch–Satterthwaite degrees of freedom from the variances of the two means."""
+    total = var_b + var_o
+    if total == 0:
+        # No spread at all: the t statistic is 0 or infinite, any df gives the same p.
+        return float(n_b + n_o - 2)
+    return total**2 / (var_b**2 / (n_b - 1) + var_o**2 / (n_o - 1))
+
+
+def _log_ratio(b: NDArray[np.float64], o: NDArray[np.float64]) -> _Estimate:
+    """log(mean_o / mean_b) with its delta-method standard error."""
+    var_b, var_o = _relative_variance_of_mean(b), _relative_variance_of_mean(o)
+    return _Estimate(
+        value=math.log(o.mean() / b.mean()),
+        se=math.sqrt(var_b + var_o),
+        df=_welch_df(var_b, len(b), var_o, len(o)),
+    )
+
+
+def _difference(b: NDArray[np.float64], o: NDArray[np.float64]) -> _Estimate:
+    """mean_o - mean_b with Welch's standard error: the classic Welch t test."""
+    var_b, var_o = b.var(ddof=1) / len(b), o.var(ddof=1) / len(o)
+    return _Estimate(
+        value=float(o.mean() - b.mean()),
+        se=math.sqrt(var_b + var_o),
+        df=_welch_df(var_b, len(b), var_o, len(o)),
+    )
+
+
+def _fieller(
+    b: NDArray[np.float64], o: NDArray[np.float64], confidence: float
+) -> tuple[float, float]:
+    """Fieller's interval of the change (as a fraction), for when the log form does not fit.
+
+    The set of ratios r with (mean_o - r·mean_b)² <= t²·(var_o + r²·var_b), turned into
+    changes like _change_pct does. When the base mean is not itself distinguishable from
+    zero that set is unbounded, and so is the interval returned: the relative change is
+    then not known at all.
+    """
+    mean_b, mean_o = float(b.mean()), float(o.mean())
+    var_b, var_o = float(b.var(ddof=1)) / len(b), float(o.var(ddof=1)) / len(o)
+    # Welch df of (mean_o - r·mean_b) at the estimated ratio r; when the base mean is 0
+    # the interval is unbounded whatever the df.
+    ratio = mean_o / mean_b if mean_b else 0.0
+    df = _welch_df(ratio**2 * var_b, len(b), var_o, len(o))
+    t2 = float(stats.t.ppf((1 + confidence) / 2, df)) ** 2
+    # Roots of a·r² - 2·half_b·r + c = 0; a > 0 makes the discriminant non-negative
+    # (up to rounding) and the set a bounded interval.
+    a = mean_b**2 - t2 * var_b
+    if a <= 0:
+        return (-math.inf, math.inf)
+    half_b = mean_o * mean_b
+    c = mean_o**2 - t2 * var_o
+    root = math.sqrt(max(half_b**2 - a * c, 0.0))
+    low, high = (half_b - root) / a - 1, (half_b + root) / a - 1
+    # Below a negative base a larger ratio is a lower value: the interval turns round.
+    return (low, high) if mean_b > 0 else (-high, -low)
+
+
+def _rank_p_value(b: NDArray[np.float64], o: NDArray[np.float64], seed: int) -> float:
+    """Two-sided Mann–Whitney U p-value, valid with ties at small n."""
+    tied = len(np.unique(np.concatenate([b, o]))) < len(b) + len(o)
+    if tied and min(len(b), len(o)) <= _RANK_EXACT_MAX_N:
+        method: str | stats.PermutationMethod = stats.PermutationMethod(
+            n_resamples=_PERMUTATIONS, random_state=seed
+        )
+    else:
+        method = "auto"
+    p = stats.mannwhitneyu(o, b, alternative="two-sided", method=method).pvalue
+    # Every value equal: no evidence of a shift; the normal approximation divides by zero.
+    return 1.0 if math.isnan(p) else float(p)
+
+
+def _change_pct(mean_b: float, mean_o: float) -> float:
+    """100·(mean_o/mean_b - 1) for a positive base. Dividing by |mean_b| keeps the sign
+    meaning "the value went up" also for a negative base, which the verdict relies on."""
+    if mean_b:
+        return 100 * (mean_o - mean_b) / abs(mean_b)
+    # From zero any change is infinitely large in relative terms.
+    return math.copysign(math.inf, mean_o) if mean_o else 0.0
+
+
+def _verdict(direction: Direction, change_pct: float, significant: bool, enough: bool) -> str:
+    if not enough:
+        return TOO_FEW
+    if not significant:
+        return NO_CHANGE
+    if direction is Direction.NEUTRAL:
+        return CHANGED
+    better = (change_pct > 0) == (direction is Direction.HIGHER)
+    return IMPROVEMENT if better else REGRESSION

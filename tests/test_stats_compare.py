@@ -1,0 +1,245 @@
+"""perfline.stats.compare on synthetic samples of known effect (all seeded, nothing timed)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+from perfline.metric import Direction, Metric
+from perfline.stats import (
+    MIN_SAMPLES,
+    compare,
+    detectable_change_pct,
+    mean_ci_halfwidth_pct,
+)
+from perfline.stats.compare import METHOD_LOG_RATIO, METHOD_RAW
+
+LOWER = Metric("sched-pipe.usecs_per_op", "usecs/op", Direction.LOWER)
+HIGHER = Metric("tbench.throughput", "MB/s", Direction.HIGHER)
+NEUTRAL = Metric("proc-stat.cs_per_sec", "1/s", Direction.NEUTRAL)
+
+# 2000 trials give a binomial standard error of 0.5% around 95%. The band 92–98% is
+# six of them wide each way: it tolerates the method's slight conservatism at small n
+# (about 96%) yet fails a percentile bootstrap, which covers about 88% at n=5.
+COVERAGE_TRIALS = 2000
+COVERAGE_BAND = (0.92, 0.98)
+
+
+def _lognormal(rng: np.random.Generator, level: float, cv: float, n: int) -> np.ndarray:
+    # Multiplicative noise with the given CV and mean exactly `level`.
+    sigma = math.sqrt(math.log1p(cv**2))
+    return level * rng.lognormal(-(sigma**2) / 2, sigma, n)
+
+
+def _covers(truth_pct: float, ci: tuple[float, float]) -> bool:
+    return ci[0] <= truth_pct <= ci[1]
+
+
+@pytest.mark.parametrize(
+    ("noise", "n"),
+    [("lognormal", 5), ("normal", 10), ("lognormal", 3)],
+)
+def test_ci_covers_the_true_change_about_95_percent_of_the_time(noise: str, n: int) -> None:
+    rng = np.random.default_rng(1)
+    truth_pct, cv = 5.0, 0.05
+    covered = 0
+    for _ in range(COVERAGE_TRIALS):
+        if noise == "normal":
+            base = rng.normal(100.0, 100.0 * cv, n)
+            other = rng.normal(105.0, 105.0 * cv, n)
+        else:
+            base = _lognormal(rng, 100.0, cv, n)
+            other = _lognormal(rng, 105.0, cv, n)
+        covered += _covers(truth_pct, compare(base, other, LOWER).ci_pct)
+    assert COVERAGE_BAND[0] <= covered / COVERAGE_TRIALS <= COVERAGE_BAND[1]
+
+
+def test_ci_covers_with_unequal_noise_and_sizes() -> None:
+    # Welch degrees of freedom: a quiet baseline against a noisy, smaller other side.
+    rng = np.random.default_rng(2)
+    covered = sum(
+        _covers(0.0, compare(rng.normal(50, 1, 10), rng.normal(50, 8, 5), LOWER).ci_pct)
+        for _ in range(COVERAGE_TRIALS)
+    )
+    assert COVERAGE_BAND[0] <= covered / COVERAGE_TRIALS <= COVERAGE_BAND[1]
+
+
+def test_five_percent_shift_is_significant_at_n10_with_1pct_noise() -> None:
+    rng = np.random.default_rng(3)
+    trials = 200
+    found = 0
+    for _ in range(trials):
+        result = compare(_lognormal(rng, 10.0, 0.01, 10), _lognormal(rng, 10.5, 0.01, 10), LOWER)
+        found += result.significant and result.verdict == "regression"
+    assert found / trials >= 0.95
+
+
+@pytest.mark.parametrize(("n", "cv"), [(10, 0.01), (5, 0.03)])
+def test_no_shift_is_rarely_significant(n: int, cv: float) -> None:
+    # alpha is 1%; the floor only removes verdicts, so at most ~1% may come out.
+    rng = np.random.default_rng(4)
+    trials = 1000
+    false = sum(
+        compare(_lognormal(rng, 10.0, cv, n), _lognormal(rng, 10.0, cv, n), LOWER).significant
+        for _ in range(trials)
+    )
+    assert false / trials <= 0.02
+
+
+@pytest.mark.parametrize(
+    ("metric", "factor", "verdict"),
+    [
+        (HIGHER, 1.1, "improvement"),
+        (HIGHER, 0.9, "regression"),
+        (LOWER, 1.1, "regression"),
+        (LOWER, 0.9, "improvement"),
+        (NEUTRAL, 1.1, "changed"),
+        (NEUTRAL, 0.9, "changed"),
+    ],
+)
+def test_direction_words(metric: Metric, factor: float, verdict: str) -> None:
+    rng = np.random.default_rng(5)
+    base = rng.normal(100, 1, 8)
+    result = compare(base, rng.normal(100 * factor, 1, 8), metric)
+    assert result.significant
+    assert result.verdict == verdict
+    assert (result.change_pct > 0) == (factor > 1)
+
+
+def test_floor_keeps_a_tiny_real_change_from_being_called_significant() -> None:
+    rng = np.random.default_rng(6)
+    base, other = rng.normal(100, 0.01, 10), rng.normal(100.5, 0.01, 10)
+    result = compare(base, other, LOWER)
+    assert result.p_value < 1e-6
+    assert result.change_pct == pytest.approx(0.5, abs=0.05)
+    assert not result.significant
+    assert result.verdict == "no change"
+    # The caller sets the floor per metric.
+    assert compare(base, other, LOWER, floor_pct=0.25).verdict == "regression"
+
+
+def test_too_few_samples_gives_no_verdict_but_still_an_interval() -> None:
+    base, other = [10.0, 10.1, 9.9, 10.0], [20.0, 20.1, 19.9, 20.0]
+    assert MIN_SAMPLES == 5
+    result = compare(base, other, LOWER)
+    assert result.verdict == "too few samples"
+    assert not result.significant
+    assert result.p_value < 0.01
+    assert result.ci_pct[0] < 100 < result.ci_pct[1]
+    single = compare([1.0], [2.0], LOWER)
+    assert single.verdict == "too few samples"
+    assert math.isnan(single.p_value) and math.isnan(single.ci_pct[0])
+
+
+def test_outliers_are_reported_not_dropped() -> None:
+    base = [10.0, 10.1, 9.9, 10.05, 9.95, 30.0, 10.0]
+    other = [10.0, 10.1, 9.9, 10.05, 9.95, 10.0, 10.02]
+    result = compare(base, other, LOWER)
+    assert result.outliers_base == (5,)
+    assert result.outliers_other == ()
+    assert result.base.max == 30.0
+    assert result.base.mean == pytest.approx(sum(base) / len(base))
+
+
+def test_outlier_rule_when_most_values_are_equal() -> None:
+    # The MAD is 0 here; the mean absolute deviation takes over rather than every
+    # differing value (or none) being flagged.
+    result = compare([5, 5, 5, 5, 5, 5, 9], [5, 5, 5, 5, 5, 5, 5], NEUTRAL)
+    assert result.outliers_base == (6,)
+    assert result.outliers_other == ()
+
+
+def test_values_at_or_below_zero_fall_back_to_raw_values() -> None:
+    rng = np.random.default_rng(7)
+    base = rng.normal(-10, 0.2, 8)
+    other = rng.normal(-12, 0.2, 8)
+    result = compare(base, other, LOWER)
+    assert result.method == METHOD_RAW
+    # From -10 to -12 the value went down: for lower-is-better that is better.
+    assert result.change_pct == pytest.approx(-20, abs=2)
+    assert result.ci_pct[0] < result.change_pct < result.ci_pct[1] < 0
+    assert result.verdict == "improvement"
+
+
+def test_zero_samples() -> None:
+    unchanged = compare([0.0] * 5, [0.0] * 5, NEUTRAL)
+    assert (unchanged.change_pct, unchanged.p_value, unchanged.verdict) == (0.0, 1.0, "no change")
+    from_zero = compare([0.0] * 5, [3.0, 3.1, 2.9, 3.0, 3.05], NEUTRAL)
+    assert from_zero.change_pct == math.inf
+    assert from_zero.ci_pct == (-math.inf, math.inf)
+    assert from_zero.verdict == "changed"
+    # A base mean indistinguishable from zero leaves the relative change unknown.
+    vague = compare([0, 0, 1, 0, 0], [0, 0, 0, 0, 0], NEUTRAL)
+    assert vague.method == METHOD_RAW
+    assert vague.ci_pct == (-math.inf, math.inf)
+    assert not vague.significant
+
+
+def test_positive_samples_use_the_log_ratio_and_the_ci_agrees_with_the_test() -> None:
+    rng = np.random.default_rng(8)
+    for _ in range(50):
+        base, other = rng.normal(100, 2, 6), rng.normal(101.5, 2, 6)
+        result = compare(base, other, LOWER, confidence=0.99)
+        assert result.method == METHOD_LOG_RATIO
+        assert result.ci_pct[0] <= result.change_pct <= result.ci_pct[1]
+        assert (result.p_value < 0.01) == (result.ci_pct[0] > 0 or result.ci_pct[1] < 0)
+
+
+def test_rank_test_beside_it() -> None:
+    separated = compare([1, 2, 3, 4, 5], [6, 7, 8, 9, 10], LOWER)
+    # Every ranking of 5 vs 5 is equally likely under no change: 2 of 252 are this extreme.
+    assert separated.p_value_rank == pytest.approx(2 / 252)
+    tied = ([1, 1, 2, 2, 3], [2, 3, 3, 4, 4])
+    assert compare(*tied, LOWER).p_value_rank == compare(*tied, LOWER).p_value_rank
+
+
+def test_json_able() -> None:
+    rng = np.random.default_rng(9)
+    result = compare(rng.normal(10, 0.1, 5).tolist(), rng.normal(11, 0.1, 5).tolist(), HIGHER)
+    document = json.loads(json.dumps(dataclasses.asdict(result), allow_nan=False))
+    assert document["metric"]["direction"] == "higher"
+    assert document["verdict"] == "improvement"
+    assert len(document["ci_pct"]) == 2
+    assert set(document) == {
+        "metric", "base", "other", "change_pct", "ci_pct", "p_value", "p_value_rank",
+        "significant", "verdict", "outliers_base", "outliers_other", "method",
+    }
+
+
+def test_mean_ci_halfwidth_pct() -> None:
+    # mean 2, stddev 1, n 3: t(0.975, 2) = 4.303; 4.303 / sqrt(3) / 2 = 124.2%.
+    assert mean_ci_halfwidth_pct([1.0, 2.0, 3.0]) == pytest.approx(124.2, abs=0.1)
+    assert mean_ci_halfwidth_pct([5.0]) == math.inf
+    assert mean_ci_halfwidth_pct([-1.0, 1.0]) == math.inf
+    rng = np.random.default_rng(10)
+    quiet, noisy = rng.normal(100, 0.5, 10), rng.normal(100, 5, 10)
+    assert mean_ci_halfwidth_pct(quiet) < 1 < mean_ci_halfwidth_pct(noisy)
+
+
+def test_detectable_change_matches_simulated_power() -> None:
+    cv_pct, n = 2.0, 10
+    change = detectable_change_pct(cv_pct, n)
+    rng = np.random.default_rng(11)
+    trials = 1000
+    found = sum(
+        compare(
+            _lognormal(rng, 10.0, cv_pct / 100, n),
+            _lognormal(rng, 10.0 * (1 + change / 100), cv_pct / 100, n),
+            LOWER,
+            floor_pct=0.0,
+        ).significant
+        for _ in range(trials)
+    )
+    # Asked for 90% power; 1000 trials have a standard error near 1%.
+    assert 0.86 <= found / trials <= 0.94
+
+
+def test_detectable_change_shape() -> None:
+    assert detectable_change_pct(2.0, 20) < detectable_change_pct(2.0, 10)
+    assert detectable_change_pct(1.0, 10) < detectable_change_pct(2.0, 10)
+    assert detectable_change_pct(2.0, MIN_SAMPLES - 1) == math.inf
+    assert detectable_change_pct(0.0, 10) == 0.0
