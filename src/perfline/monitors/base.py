@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from typing import ClassVar
 
 from perfline.metric import Measurement, Metric
+from perfline.profile import ProfileEntry
 
 
 class MonitorUnavailable(RuntimeError):
@@ -35,3 +36,11 @@ class Monitor(ABC):
 
     def close(self) -> None:
         """Release anything still running (after an interrupt). Must not raise."""
+
+
+class ProfilingMonitor(Monitor):
+    """A monitor that also samples where CPU time went; the runner stores the profile."""
+
+    @abstractmethod
+    def profile(self) -> list[ProfileEntry]:
+        """The top symbols of the interval of the last `stop`, largest share first."""

@@ -17,7 +17,7 @@ from perfline.benchmarks import BENCHMARKS, Benchmark, BenchmarkFailed, Benchmar
 from perfline.fingerprint import Fingerprint
 from perfline.jobs.spec import Case
 from perfline.metric import Measurement
-from perfline.monitors import MONITORS, Monitor, MonitorUnavailable
+from perfline.monitors import MONITORS, Monitor, MonitorUnavailable, ProfilingMonitor
 from perfline.process import tail
 from perfline.store import COMPLETED, FAILED, INTERRUPTED, Store
 
@@ -118,6 +118,9 @@ def _measure(
     ctx.store.add_samples(run_id, repetition, values, "benchmark")
     if observed:
         ctx.store.add_samples(run_id, repetition, observed, "monitor")
+    for monitor in monitors:
+        if isinstance(monitor, ProfilingMonitor):
+            ctx.store.add_profile(run_id, repetition, monitor.profile())
     ctx.observer.step_done(run_id, repetition, values)
 
 

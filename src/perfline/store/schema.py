@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -77,3 +77,17 @@ class SampleRow(Base):
     taken_at: Mapped[datetime]
 
     run: Mapped[RunRow] = relationship(back_populates="samples")
+
+
+class ProfileEntryRow(Base):
+    """One symbol of one repetition's profile: the top symbols only, not every sample."""
+
+    __tablename__ = "profile_entries"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    repetition: Mapped[int] = mapped_column(Integer)
+    # Text: demangled C++ names run to hundreds of characters.
+    symbol: Mapped[str] = mapped_column(Text)
+    dso: Mapped[str] = mapped_column(Text)
+    kernel: Mapped[bool] = mapped_column(Boolean)
+    share_pct: Mapped[float] = mapped_column(Float)

@@ -14,9 +14,10 @@ from perfline import __version__
 from perfline.fingerprint import Fingerprint
 from perfline.jobs.spec import Case
 from perfline.metric import Direction, Measurement, Metric
+from perfline.profile import ProfileEntry
 from perfline.store import migrate
 from perfline.store.engine import connect, resolve_url
-from perfline.store.schema import KernelConfig, MetricRow, RunRow, SampleRow
+from perfline.store.schema import KernelConfig, MetricRow, ProfileEntryRow, RunRow, SampleRow
 
 
 class RunNotFound(LookupError):
@@ -153,6 +154,45 @@ class Store:
                 )
                 for m in measurements
             )
+
+    def add_profile(self, run_id: int, repetition: int, entries: Iterable[ProfileEntry]) -> None:
+        """One repetition's profile, committed at once like its samples."""
+        with self._session.begin() as session:
+            session.add_all(
+                ProfileEntryRow(
+                    run_id=run_id,
+                    repetition=repetition,
+                    symbol=e.symbol,
+                    dso=e.dso,
+                    kernel=e.kernel,
+                    share_pct=e.share_pct,
+                )
+                for e in entries
+            )
+
+    def profile(self, run_id: int) -> list[ProfileEntry]:
+        """The run's profile, largest share first: each symbol's mean share over the
+        profiled repetitions, counting 0 where it was not among a repetition's top."""
+        where = ProfileEntryRow.run_id == run_id
+        with self._session() as session:
+            repetitions = session.execute(
+                select(func.count(func.distinct(ProfileEntryRow.repetition))).where(where)
+            ).scalar_one()
+            rows = session.execute(
+                select(
+                    ProfileEntryRow.symbol,
+                    ProfileEntryRow.dso,
+                    ProfileEntryRow.kernel,
+                    func.sum(ProfileEntryRow.share_pct),
+                )
+                .where(where)
+                .group_by(ProfileEntryRow.symbol, ProfileEntryRow.dso, ProfileEntryRow.kernel)
+            ).all()
+        entries = [
+            ProfileEntry(symbol, dso, kernel, total / repetitions)
+            for symbol, dso, kernel, total in rows
+        ]
+        return sorted(entries, key=lambda e: (-e.share_pct, e.symbol, e.dso))
 
     def finish_run(
         self, run_id: int, status: str, *, error: str | None = None, output_tail: str | None = None

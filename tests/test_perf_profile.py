@@ -1,0 +1,175 @@
+"""The perf-profile monitor on real CPU work, its storage, and the diff of two profiles."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from perfline.jobs.spec import Case
+from perfline.monitors import DEFAULT_MONITORS, MONITORS, ProfilingMonitor
+from perfline.monitors.perf_profile import (
+    UNKNOWN,
+    PerfProfile,
+    Profile,
+    ReportRow,
+    kernel_addresses_visible,
+    parse_report,
+    summarize,
+)
+from perfline.profile import ProfileEntry
+from perfline.stats.profile_diff import SymbolShift, profile_diff
+from perfline.store import Store
+from perfline.targets import local
+
+DATA = Path(__file__).with_name("data")
+WORK_S = 0.5
+# Hashing zeros: user time in sha256sum (stripped, so its symbols are addresses) and
+# kernel time in head's reads of /dev/zero and the pipe.
+HASH_ZEROS = "head -c 150000000 /dev/zero | sha256sum >/dev/null"
+CASE = Case(
+    job="command", benchmark="command", params={}, tunables={}, repeat=2, warmup=0,
+    monitors=("perf-profile",), target="local",
+)  # fmt: skip
+
+
+def hash_zeros() -> None:
+    deadline = time.monotonic() + WORK_S
+    while time.monotonic() < deadline:
+        subprocess.run(HASH_ZEROS, shell=True, check=True)
+
+
+def profiled(work: Callable[[], None]) -> tuple[dict[str, float], list[ProfileEntry]]:
+    monitor = PerfProfile()
+    monitor.check()
+    monitor.start()
+    try:
+        work()
+        measured = monitor.stop()
+    finally:
+        monitor.close()
+    assert {m.metric for m in measured} <= set(PerfProfile.metrics)
+    return {m.metric.name: m.value for m in measured}, monitor.profile()
+
+
+def test_real_workload_is_in_the_profile() -> None:
+    measured, entries = profiled(hash_zeros)
+    # ~1 sample per busy CPU-millisecond: the workload alone keeps one CPU busy.
+    assert measured["perf-profile.samples"] > 0.5 * WORK_S * 999 * 0.5
+    assert 0 < measured["perf-profile.kernel_pct"] < 100
+    assert 0 < len(entries) <= 30
+    assert all(0 < e.share_pct <= 100 for e in entries)
+    assert sum(e.share_pct for e in entries) <= 100 + 1e-9
+    assert [e.share_pct for e in entries] == sorted((e.share_pct for e in entries), reverse=True)
+    assert any(e.dso == "sha256sum" and not e.kernel for e in entries)
+    kernel = [e for e in entries if e.kernel]
+    assert kernel and all(e.dso == "[kernel.kallsyms]" for e in kernel)
+    assert any(e.symbol != UNKNOWN for e in kernel)  # kernel symbols are resolved
+
+
+def test_registered_but_not_a_default() -> None:
+    assert issubclass(MONITORS.get("perf-profile"), ProfilingMonitor)
+    assert "perf-profile" not in DEFAULT_MONITORS
+
+
+def test_stop_without_start() -> None:
+    with pytest.raises(RuntimeError, match="without start"):
+        PerfProfile().stop()
+
+
+def test_parse_captured_report() -> None:
+    rows = parse_report((DATA / "perf_report_pid_sym_dso.txt").read_text())
+    assert len(rows) == 14
+    assert rows[0] == ReportRow(0, 480, "pv_native_safe_halt", "[kernel.kallsyms]", True)
+    assert rows[1] == ReportRow(23786, 207, "gc_collect_main", "libpython3.11.so.1.0", False)
+    assert rows[5] == ReportRow(23802, 12, UNKNOWN, "sha256sum", False)
+
+
+def test_summary_leaves_out_idle_and_folds_unnamed_addresses() -> None:
+    rows = parse_report((DATA / "perf_report_pid_sym_dso.txt").read_text())
+    profile = summarize(rows, {0}, top=4)
+    total = 207 + 49 + 26 + 17 + 12 + 5 + 4 + 4 + 3 + 3 + 2 + 2
+    assert profile == Profile(
+        samples=total,
+        kernel_samples=5 + 4 + 4 + 2,
+        entries=[
+            ProfileEntry("gc_collect_main", "libpython3.11.so.1.0", False, 100 * 207 / total),
+            ProfileEntry("visit_decref", "libpython3.11.so.1.0", False, 100 * 49 / total),
+            # the same symbol in two processes is one entry
+            ProfileEntry(
+                "_PyEval_EvalFrameDefault", "libpython3.11.so.1.0", False, 100 * 43 / total
+            ),
+            ProfileEntry(UNKNOWN, "sha256sum", False, 100 * (12 + 3 + 3 + 2) / total),
+        ],
+    )
+    without_python = summarize(rows, {0, 23786, 23813}, top=30)
+    assert without_python.samples == 12 + 5 + 4 + 4 + 3 + 3 + 2 + 2
+
+
+def test_kernel_addresses_visible() -> None:
+    assert kernel_addresses_visible("ffffffff81000000 T _stext\n")
+    assert not kernel_addresses_visible("0000000000000000 T _stext\n")  # kptr_restrict
+    assert not kernel_addresses_visible("")
+
+
+def entry(symbol: str, share: float, dso: str = "[kernel.kallsyms]") -> ProfileEntry:
+    return ProfileEntry(symbol, dso, dso.startswith("[kernel"), share)
+
+
+def test_store_averages_repetitions_and_counts_missing_symbols_as_zero(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    run_id = store.start_run(CASE, local.fingerprint(), pid=1)
+    other_run = store.start_run(CASE, local.fingerprint(), pid=1)
+    store.add_profile(run_id, 0, [entry("copy_page", 30.0), entry("memcpy", 10.0, "libc.so.6")])
+    store.add_profile(run_id, 1, [entry("copy_page", 20.0), entry("schedule", 8.0)])
+    store.add_profile(other_run, 0, [entry("schedule", 99.0)])
+    store.close()
+
+    reopened = Store.open(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    assert reopened.profile(run_id) == [
+        entry("copy_page", 25.0),
+        entry("memcpy", 5.0, "libc.so.6"),
+        entry("schedule", 4.0),
+    ]
+    assert reopened.profile(other_run + 1) == []
+
+
+def test_diff_orders_by_absolute_change() -> None:
+    base = [entry("copy_page", 50.0), entry("schedule", 20.0), entry("memcpy", 10.0, "libc.so.6")]
+    other = [entry("copy_page", 40.0), entry("schedule", 25.0), entry("clear_page", 15.0)]
+    shifts = profile_diff(base, other, top=3)
+    assert shifts == [
+        SymbolShift("clear_page", "[kernel.kallsyms]", True, 0.0, 15.0, 15.0),
+        SymbolShift("copy_page", "[kernel.kallsyms]", True, 50.0, 40.0, -10.0),
+        SymbolShift("memcpy", "libc.so.6", False, 10.0, 0.0, -10.0),
+    ]
+    assert profile_diff(base, base, top=1)[0].delta_pct == 0.0
+
+
+def test_diff_of_real_profiles_finds_the_workload() -> None:
+    _, quiet = profiled(lambda: time.sleep(WORK_S))
+    _, busy = profiled(hash_zeros)
+    [top] = profile_diff(quiet, busy, top=1)
+    assert top.dso == "sha256sum" and top.delta_pct > 0
+
+
+def test_runner_stores_the_profile_of_each_repetition(tmp_path: Path) -> None:
+    db = tmp_path / "perfline.db"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "perfline", "--db", str(db), "run", "command",
+            "-p", f"cmd={HASH_ZEROS}; echo 1", "--repeat", "2", "--warmup", "0",
+            "--monitor", "perf-profile", "--json",
+        ],
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    [run] = json.loads(proc.stdout)
+    assert run["summary"]["perf-profile.samples"]["n"] == 2
+    store = Store.open(f"sqlite:///{db}")
+    profile = store.profile(run["id"])
+    assert any(e.dso == "sha256sum" for e in profile)
