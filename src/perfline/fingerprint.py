@@ -42,3 +42,80 @@ class Fingerprint:
         data["config_hash"] = self.config_hash
         data["loadavg"] = list(self.loadavg)
         return data
+
+
+# Fields whose difference means the two sides ran on different hardware or hosts:
+# a comparison across them measures the machines as much as the kernels.
+MACHINE_FIELDS = ("hostname", "machine_id", "arch", "cpu_model", "cpu_count", "memory_bytes")
+KERNEL_FIELDS = ("kernel_release", "kernel_version", "cmdline", "config_hash")
+# Differences in load at start below this (1-minute average) are ordinary noise.
+LOAD_TOLERANCE = 0.5
+
+
+@dataclass(frozen=True)
+class Difference:
+    key: str
+    base: str
+    other: str
+    kind: str  # "machine", "kernel", "config", "setting" or "load"
+
+
+def flatten(fingerprint: dict[str, Any]) -> dict[str, str]:
+    """A stored fingerprint as `key → text`, one entry per comparable fact."""
+    flat = {key: str(fingerprint.get(key)) for key in (*MACHINE_FIELDS, *KERNEL_FIELDS, "target")}
+    for policy, governor in fingerprint.get("governors", {}).items():
+        flat[f"governor {policy}"] = governor
+    for name, value in fingerprint.get("sysctls", {}).items():
+        flat[f"sysctl {name}"] = value
+    for path, value in fingerprint.get("sysfs", {}).items():
+        flat[path] = value
+    return flat
+
+
+def differences(
+    base: dict[str, str], other: dict[str, str], loads: tuple[float, float] | None = None
+) -> list[Difference]:
+    """What differs between two flattened descriptions (fingerprint, params, tunables)."""
+    found = []
+    for key in sorted(base.keys() | other.keys(), key=_order):
+        a, b = base.get(key, "-"), other.get(key, "-")
+        if a != b:
+            found.append(Difference(key, a, b, _kind(key)))
+    if loads is not None and abs(loads[0] - loads[1]) > LOAD_TOLERANCE:
+        found.append(Difference("load at start (1 min)", f"{loads[0]:.2f}", f"{loads[1]:.2f}", "load"))
+    return found
+
+
+def config_options(config: str) -> dict[str, str]:
+    """CONFIG_X → value from a kernel .config; `# CONFIG_X is not set` → 'n'."""
+    options = {}
+    for line in config.splitlines():
+        line = line.strip()
+        if line.startswith("CONFIG_") and "=" in line:
+            name, _, value = line.partition("=")
+            options[name] = value
+        elif line.startswith("# CONFIG_") and line.endswith(" is not set"):
+            options[line[2:].split()[0]] = "n"
+    return options
+
+
+def config_differences(base: str, other: str) -> list[Difference]:
+    a, b = config_options(base), config_options(other)
+    return [
+        Difference(name, a.get(name, "n"), b.get(name, "n"), "config")
+        for name in sorted(a.keys() | b.keys())
+        if a.get(name, "n") != b.get(name, "n")
+    ]
+
+
+def _kind(key: str) -> str:
+    if key in MACHINE_FIELDS:
+        return "machine"
+    if key in KERNEL_FIELDS:
+        return "kernel"
+    return "setting"
+
+
+def _order(key: str) -> tuple[int, str]:
+    rank = {"machine": 0, "kernel": 1}.get(_kind(key), 2)
+    return rank, key

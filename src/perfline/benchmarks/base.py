@@ -71,6 +71,9 @@ class Benchmark(ABC):
     metrics: ClassVar[tuple[Metric, ...]]
     # Debian packages whose tools the benchmark runs; `make install-deps` installs them.
     packages: ClassVar[tuple[str, ...]] = ()
+    # True when two instances cannot be set up at once (e.g. a server on a fixed port);
+    # interleaved A/B then sets it up around every repetition instead.
+    exclusive: ClassVar[bool] = False
 
     def __init__(self, params: Mapping[str, ParamValue], workdir: Path) -> None:
         self.values: dict[str, ParamValue] = self.resolve_params(params)

@@ -82,6 +82,8 @@ def _accepts_connections() -> bool:
 
 class Tbench(Benchmark):
     name = "tbench"
+    # tbench_srv always listens on port 7003, so two servers cannot run at once.
+    exclusive = True
     summary = "loopback TCP throughput of dbench's tbench clients against tbench_srv (MB/s)"
     params = (
         Param("clients", int, 2, "concurrent tbench clients", minimum=1),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
@@ -16,8 +18,20 @@ from rich.table import Table
 from perfline import __version__
 from perfline.benchmarks import BENCHMARKS
 from perfline.cli.progress import ProgressObserver
+from perfline.comparison import (
+    DEFAULT_ALPHA,
+    DEFAULT_FLOOR_PCT,
+    CaseComparison,
+    Side,
+    comparison_json,
+    compare_sides,
+    sides_by_label,
+    sides_from_runs,
+)
 from perfline.jobs import JobError, expand, job_from_benchmark, load_job, parse_param_args
-from perfline.jobs.spec import JobSpec
+from perfline.jobs.overrides import apply_overrides
+from perfline.jobs.parse import repeat_policy
+from perfline.jobs.spec import Case, JobSpec
 from perfline.monitors import MONITORS
 from perfline.registry import UnknownName
 from perfline.report.runs import (
@@ -27,7 +41,14 @@ from perfline.report.runs import (
     run_view,
     runs_table,
 )
-from perfline.runner import RunContext, RunOutcome, execute, terminate_as_interrupt
+from perfline.report.compare import comparison_view
+from perfline.runner import (
+    RunContext,
+    RunOutcome,
+    execute,
+    execute_interleaved,
+    terminate_as_interrupt,
+)
 from perfline.store import COMPLETED, RunNotFound, Store, resolve_url
 from perfline.targets import local
 
@@ -37,7 +58,7 @@ app = typer.Typer(
     help="perfline: run kernel benchmarks, store every sample, find what changed.",
 )
 # Tables are wide; when stdout is a pipe or file, 80 columns would fold every row.
-console = Console(width=None if sys.stdout.isatty() else 130)
+console = Console(width=None if sys.stdout.isatty() else 160)
 errors = Console(stderr=True)
 
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
@@ -90,7 +111,16 @@ def list_catalogue() -> None:
 @app.command()
 def run(
     what: Annotated[str, typer.Argument(help="A job file (YAML) or a benchmark name.")],
-    repeat: Annotated[Optional[int], typer.Option(min=1, help="Measured repetitions.")] = None,
+    repeat: Annotated[
+        Optional[str],
+        typer.Option(help="Measured repetitions, or 'auto': until the CI is within --precision."),
+    ] = None,
+    precision: Annotated[
+        Optional[str], typer.Option(help="With --repeat auto: CI half-width of the mean, e.g. 1%.")
+    ] = None,
+    max_repeat: Annotated[
+        Optional[int], typer.Option(help="With --repeat auto: stop after this many runs.")
+    ] = None,
     warmup: Annotated[Optional[int], typer.Option(min=0, help="Unstored warm-up runs.")] = None,
     param: Annotated[
         Optional[list[str]], typer.Option("--param", "-p", help="KEY=VALUE, for a benchmark name.")
@@ -107,32 +137,18 @@ def run(
 ) -> None:
     """Run a job file or a single benchmark; every sample is stored as it is taken."""
     job = _load(what, param or [], monitor, no_monitors)
-    job = replace(
-        job,
-        repeat=repeat if repeat is not None else job.repeat,
-        warmup=warmup if warmup is not None else job.warmup,
-    )
     try:
+        job = _with_repeat(job, repeat, precision, max_repeat)
+        if warmup is not None:
+            job = replace(job, warmup=warmup)
         cases = expand(job)
     except JobError as exc:
         raise fail(str(exc)) from None
     store = open_store()
     outcomes: list[RunOutcome] = []
-    with ProgressObserver(errors, cases) as observer, terminate_as_interrupt():
-        ctx = RunContext(
-            store=store,
-            fingerprint=local.fingerprint,
-            observer=observer,
-            label=label,
-            kernel_commit=kernel_commit,
-        )
-        try:
-            for case in cases:
-                outcomes.append(execute(case, ctx))
-        except KeyboardInterrupt:
-            observer.stop()
-            errors.print("[yellow]interrupted: finished repetitions are stored[/yellow]")
-            raise typer.Exit(EXIT_INTERRUPTED) from None
+    with _running(store, cases, label, kernel_commit) as ctx:
+        for case in cases:
+            outcomes.append(execute(case, ctx))
     details = [store.get_run(o.run_id) for o in outcomes]
     if as_json:
         print(json.dumps([run_detail_json(d) for d in details], indent=2))
@@ -141,6 +157,47 @@ def run(
         console.print(f"[dim]samples, monitors and fingerprint: perfline show {details[-1].info.id}[/dim]")
     if any(o.status != COMPLETED for o in outcomes):
         raise typer.Exit(EXIT_FAILED)
+
+
+def _with_repeat(
+    job: JobSpec, repeat: str | None, precision: str | None, max_repeat: int | None
+) -> JobSpec:
+    if repeat is None and precision is None and max_repeat is None:
+        return job
+    if repeat is None:
+        repeat = "auto" if job.precision_pct is not None else str(job.repeat)
+    count, precision_pct = repeat_policy(
+        _int_or_auto(repeat), precision, max_repeat, lambda key: _cli_error(f"--{key.replace('_', '-')}")
+    )
+    return replace(job, repeat=count, precision_pct=precision_pct)
+
+
+def _int_or_auto(text: str) -> int | str:
+    return int(text) if text.strip().isdigit() else text.strip()
+
+
+def _cli_error(option: str) -> Callable[[str], JobError]:
+    return lambda message: JobError("command line", None, f"{option}: {message}")
+
+
+@contextmanager
+def _running(
+    store: Store, cases: list[Case], label: str | None, kernel_commit: str | None
+) -> Iterator[RunContext]:
+    """Progress on stderr, SIGTERM as Ctrl-C, and exit code 130 after an interruption."""
+    with ProgressObserver(errors, cases) as observer, terminate_as_interrupt():
+        try:
+            yield RunContext(
+                store=store,
+                fingerprint=local.fingerprint,
+                observer=observer,
+                label=label,
+                kernel_commit=kernel_commit,
+            )
+        except KeyboardInterrupt:
+            observer.stop()
+            errors.print("[yellow]interrupted: finished repetitions are stored[/yellow]")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 def _load(what: str, params: list[str], monitors: list[str] | None, no_monitors: bool) -> JobSpec:
@@ -186,6 +243,128 @@ def show(
         print(json.dumps(run_detail_json(detail), indent=2))
     else:
         console.print(run_view(detail))
+
+
+AlphaOption = Annotated[
+    float, typer.Option(min=1e-6, max=0.5, help="Significance level of the test.")
+]
+FloorOption = Annotated[
+    float, typer.Option(min=0.0, help="Practical floor in %: smaller changes are never significant.")
+]
+MetricFloorOption = Annotated[
+    Optional[list[str]],
+    typer.Option("--metric-floor", help="METRIC=PCT: a floor for one metric, e.g. tbench.throughput=2."),
+]
+
+
+@app.command()
+def compare(
+    run_ids: Annotated[
+        Optional[list[int]], typer.Argument(help="Runs to compare; the first is the baseline.")
+    ] = None,
+    label: Annotated[
+        Optional[list[str]],
+        typer.Option("--label", help="Compare all runs with these labels, per case (repeat it)."),
+    ] = None,
+    alpha: AlphaOption = DEFAULT_ALPHA,
+    floor: FloorOption = DEFAULT_FLOOR_PCT,
+    metric_floor: MetricFloorOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Compare runs: %change with its confidence interval, significance, and what differs."""
+    if bool(run_ids) == bool(label):
+        raise fail("give either run ids (perfline compare 12 15) or --label twice or more")
+    store = open_store()
+    try:
+        if run_ids:
+            if len(run_ids) < 2:
+                raise fail("compare needs at least two runs: the baseline and one other")
+            groups = [sides_from_runs(store, run_ids)]
+        else:
+            assert label is not None
+            if len(label) < 2:
+                raise fail("compare needs at least two --label options")
+            groups = sides_by_label(store, label)
+            if not groups:
+                raise fail(f"no case has runs with samples under every label {', '.join(label)}")
+    except RunNotFound as exc:
+        raise fail(str(exc)) from None
+    floors = _metric_floors(metric_floor or [])
+    comparisons = [
+        compare_sides(sides, store, alpha=alpha, floor_pct=floor, metric_floors=floors)
+        for sides in groups
+    ]
+    _print_comparisons(comparisons, alpha, as_json)
+
+
+def _metric_floors(items: list[str]) -> dict[str, float]:
+    floors = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            floors[name.strip()] = float(value.strip().removesuffix("%"))
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise fail(f"--metric-floor {item!r}: expected METRIC=PCT, e.g. tbench.throughput=2")
+    return floors
+
+
+def _print_comparisons(comparisons: list[CaseComparison], alpha: float, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"alpha": alpha, "cases": [comparison_json(c) for c in comparisons]}, indent=2))
+        return
+    for comparison in comparisons:
+        console.print(comparison_view(comparison, alpha=alpha))
+
+
+@app.command()
+def ab(
+    what: Annotated[str, typer.Argument(help="A job file (one case) or a benchmark name.")],
+    a: Annotated[list[str], typer.Option("--a", help="Side A override KIND:KEY=VALUE (repeat it).")],
+    b: Annotated[list[str], typer.Option("--b", help="Side B override KIND:KEY=VALUE (repeat it).")],
+    pairs: Annotated[int, typer.Option(min=2, help="A/B pairs to measure.")] = 10,
+    param: Annotated[
+        Optional[list[str]], typer.Option("--param", "-p", help="KEY=VALUE for both sides.")
+    ] = None,
+    warmup: Annotated[Optional[int], typer.Option(min=0, help="Warm-up runs per side.")] = None,
+    monitor: Annotated[
+        Optional[list[str]], typer.Option("--monitor", "-m", help="Monitor to run beside it.")
+    ] = None,
+    no_monitors: Annotated[bool, typer.Option(help="Run no monitors.")] = False,
+    label: Annotated[Optional[str], typer.Option(help="Label stored with both runs.")] = None,
+    kernel_commit: Annotated[Optional[str], typer.Option(help="Commit of the kernel.")] = None,
+    alpha: AlphaOption = DEFAULT_ALPHA,
+    floor: FloorOption = DEFAULT_FLOOR_PCT,
+    metric_floor: MetricFloorOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Interleaved A/B: run two configurations alternately (A B A B …) and compare them."""
+    job = _load(what, param or [], monitor, no_monitors)
+    try:
+        if warmup is not None:
+            job = replace(job, warmup=warmup)
+        sides = [expand(apply_overrides(job, overrides)) for overrides in (a, b)]
+    except JobError as exc:
+        raise fail(str(exc)) from None
+    if any(len(cases) != 1 for cases in sides):
+        raise fail("ab needs one case per side: remove the list values (matrix axes) from the job")
+    (case_a,), (case_b,) = sides
+    store = open_store()
+    with _running(store, [case_a, case_b], label, kernel_commit) as ctx:
+        outcomes = execute_interleaved(case_a, case_b, pairs, ctx)
+    run_sides = [
+        Side(f"{name} (run {o.run_id})", [store.get_run(o.run_id)])
+        for name, o in zip(("A", "B"), outcomes, strict=True)
+    ]
+    if any(not side.runs[0].samples for side in run_sides):
+        raise fail("a side has no samples to compare; see `perfline runs`", EXIT_FAILED)
+    comparison = compare_sides(
+        run_sides, store, alpha=alpha, floor_pct=floor, metric_floors=_metric_floors(metric_floor or [])
+    )
+    _print_comparisons([comparison], alpha, as_json)
+    if any(o.status != COMPLETED for o in outcomes):
+        raise typer.Exit(EXIT_FAILED)
 
 
 @app.command()

@@ -61,7 +61,7 @@ def _summary_cells(row: MetricSummary) -> list[str]:
     s = row.summary
     noise = f"{s.cv_pct:.1f}%" if s.mean else "-"
     unit = f"{row.metric.unit}{ARROWS[row.metric.direction.value]}"
-    return [_num(s.mean), noise, _num(s.median), _num(s.min), _num(s.max), str(s.n), unit]
+    return [number(s.mean), noise, number(s.median), number(s.min), number(s.max), str(s.n), unit]
 
 
 def _summary_columns(table: Table) -> None:
@@ -140,7 +140,7 @@ def samples_table(detail: RunDetail) -> Table:
     for name in names:
         table.add_column(name, justify="right")
     for rep in sorted(by_rep):
-        table.add_row(str(rep), *(_num(by_rep[rep][n]) if n in by_rep[rep] else "" for n in names))
+        table.add_row(str(rep), *(number(by_rep[rep][n]) if n in by_rep[rep] else "" for n in names))
     return table
 
 
@@ -220,7 +220,7 @@ def run_detail_json(detail: RunDetail) -> dict[str, Any]:
     }
 
 
-def _num(value: float) -> str:
+def number(value: float) -> str:
     if value == 0 or 0.01 <= abs(value) < 1e6:
         return f"{value:,.4g}" if abs(value) < 1000 else f"{value:,.0f}"
     return f"{value:.3e}"

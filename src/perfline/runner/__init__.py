@@ -1,5 +1,21 @@
 """The run loop."""
 
-from perfline.runner.loop import Observer, RunContext, RunOutcome, execute, terminate_as_interrupt
+from perfline.runner.loop import (
+    CaseRun,
+    Observer,
+    RunContext,
+    RunOutcome,
+    execute,
+    execute_interleaved,
+    terminate_as_interrupt,
+)
 
-__all__ = ["Observer", "RunContext", "RunOutcome", "execute", "terminate_as_interrupt"]
+__all__ = [
+    "CaseRun",
+    "Observer",
+    "RunContext",
+    "RunOutcome",
+    "execute",
+    "execute_interleaved",
+    "terminate_as_interrupt",
+]

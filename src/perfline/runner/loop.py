@@ -1,4 +1,4 @@
-"""The run loop: set up, warm up, measure N repetitions, store each as it is taken."""
+"""The run loop: set up, warm up, measure repetitions, store each as it is taken."""
 
 from __future__ import annotations
 
@@ -10,16 +10,19 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
-from typing import Protocol
+from types import FrameType, TracebackType
+from typing import Any, Protocol
 
 from perfline.benchmarks import BENCHMARKS, Benchmark, BenchmarkFailed, BenchmarkUnavailable
 from perfline.fingerprint import Fingerprint
-from perfline.jobs.spec import Case
+from perfline.jobs.spec import AUTO_MIN_REPEAT, Case
 from perfline.metric import Measurement
 from perfline.monitors import MONITORS, Monitor, MonitorUnavailable, ProfilingMonitor
 from perfline.process import tail
+from perfline.stats.compare import mean_ci_halfwidth_pct
 from perfline.store import COMPLETED, FAILED, INTERRUPTED, Store
+
+BENCHMARK_ERRORS = (BenchmarkFailed, BenchmarkUnavailable)
 
 
 class Observer(Protocol):
@@ -53,94 +56,243 @@ class RunContext:
     kernel_commit: str | None = None
 
 
+class CaseRun:
+    """One run of one case, as a context manager: stored on enter, finished on exit.
+
+    The exit never swallows an exception; it records what the exception means for
+    this run: its own benchmark failing is `failed`, Ctrl-C/SIGTERM or a partner run
+    failing (interleaved A/B) is `interrupted`, anything else is a perfline bug and
+    `failed` with the traceback kept.
+
+    `hold_setup=False` sets the benchmark up and tears it down around every step, for
+    interleaving benchmarks that cannot have two instances at once (a fixed port).
+    """
+
+    def __init__(
+        self,
+        case: Case,
+        ctx: RunContext,
+        *,
+        hold_setup: bool = True,
+        settings: dict[str, Any] | None = None,
+    ) -> None:
+        self.case = case
+        self.ctx = ctx
+        self.hold_setup = hold_setup
+        self.settings: dict[str, Any] = dict(settings or {})
+        self.benchmark_cls = BENCHMARKS.get(case.benchmark)
+        self.monitors: list[Monitor] = []
+        self.values: list[float] = []  # the primary metric, for the adaptive run count
+        self.done = 0
+        self.run_id = 0
+        self.outcome: RunOutcome | None = None
+        self._stack = ExitStack()
+        self._bench: Benchmark | None = None
+        self._own_failure: BaseException | None = None
+
+    def __enter__(self) -> CaseRun:
+        self.monitors = self._available_monitors()
+        self.run_id = self.ctx.store.start_run(
+            self.case,
+            self.ctx.fingerprint(),
+            label=self.ctx.label,
+            kernel_commit=self.ctx.kernel_commit,
+            pid=os.getpid(),
+        )
+        self.ctx.observer.run_started(self.run_id, self.case)
+        if self.case.tunables:
+            self.ctx.observer.warning(
+                "this perfline version records the job's tunables but does not apply them; "
+                "the run's settings say tunables_applied: false"
+            )
+            self.settings["tunables_applied"] = False
+        workdir = self._stack.enter_context(
+            tempfile.TemporaryDirectory(prefix=f"perfline-run{self.run_id}-")
+        )
+        self.workdir = Path(workdir)
+        try:
+            if self.hold_setup:
+                self._bench = self._own(lambda: self._stack.enter_context(self._new_benchmark()))
+                self.settings.update(self._bench.settings())
+            self.ctx.store.set_settings(self.run_id, self.settings)
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        return self
+
+    def warm_up(self) -> None:
+        for _ in range(self.case.warmup):
+            values = self._step(lambda bench: bench.run_once())
+            self.ctx.observer.step_done(self.run_id, None, values)
+
+    def measure(self) -> None:
+        """One repetition with the monitors around it, committed before returning."""
+        repetition = self.done
+        observed: list[Measurement] = []
+
+        def monitored(bench: Benchmark) -> list[Measurement]:
+            with ExitStack() as cleanup:
+                for monitor in self.monitors:
+                    cleanup.callback(monitor.close)
+                    monitor.start()
+                values = bench.run_once()
+                observed.extend(m for monitor in self.monitors for m in monitor.stop())
+            return values
+
+        values = self._step(monitored)
+        store = self.ctx.store
+        store.add_samples(self.run_id, repetition, values, "benchmark")
+        if observed:
+            store.add_samples(self.run_id, repetition, observed, "monitor")
+        for monitor in self.monitors:
+            if isinstance(monitor, ProfilingMonitor):
+                store.add_profile(self.run_id, repetition, monitor.profile())
+        self.done += 1
+        if values:
+            self.values.append(values[0].value)
+        self.ctx.observer.step_done(self.run_id, repetition, values)
+
+    def wants_more(self) -> bool:
+        """Fixed count: until `repeat`. Adaptive: until the CI of the mean of the primary
+        (first) metric is within the precision, after at least AUTO_MIN_REPEAT runs."""
+        case = self.case
+        if self.done >= case.repeat:
+            return False
+        if case.precision_pct is None or self.done < AUTO_MIN_REPEAT:
+            return True
+        return mean_ci_halfwidth_pct(self.values) > case.precision_pct
+
+    def record_precision(self) -> None:
+        """After an adaptive run: store how precise it got, and say so if it fell short."""
+        if self.case.precision_pct is None:
+            return
+        halfwidth = mean_ci_halfwidth_pct(self.values)
+        reached = halfwidth <= self.case.precision_pct
+        self.settings.update(
+            repeat="auto",
+            precision_pct=self.case.precision_pct,
+            max_repeat=self.case.repeat,
+            ci_halfwidth_pct=halfwidth,
+            precision_reached=reached,
+        )
+        self.ctx.store.set_settings(self.run_id, self.settings)
+        if not reached:
+            self.ctx.observer.warning(
+                f"run {self.run_id}: reached max_repeat {self.case.repeat} with the 95% CI "
+                f"of the mean at ±{halfwidth:.2f}%, not the ±{self.case.precision_pct:g}% asked"
+            )
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.outcome is not None:
+            return
+        try:
+            self._stack.close()
+        except BaseException as teardown_error:  # a teardown failing is the run's failure
+            if exc is None:
+                exc = teardown_error
+        if exc is None:
+            self._finish(COMPLETED)
+        elif isinstance(exc, KeyboardInterrupt):
+            self._finish(INTERRUPTED, "interrupted (Ctrl-C or SIGTERM); finished repetitions are kept")
+        elif isinstance(exc, BENCHMARK_ERRORS) and exc is self._own_failure:
+            self._finish(FAILED, str(exc), getattr(exc, "output_tail", None) or None)
+        elif isinstance(exc, BENCHMARK_ERRORS):
+            self._finish(INTERRUPTED, f"stopped because the interleaved run failed: {exc}")
+        else:
+            trace = "".join(traceback.format_exception(exc))
+            self._finish(FAILED, f"internal error: {exc!r}", tail(trace))
+
+    def _finish(self, status: str, error: str | None = None, output_tail: str | None = None) -> None:
+        self.ctx.store.finish_run(self.run_id, status, error=error, output_tail=output_tail)
+        self.outcome = RunOutcome(self.run_id, self.case, status, self.done, error)
+        self.ctx.observer.run_finished(self.outcome)
+
+    def _new_benchmark(self) -> Benchmark:
+        return self.benchmark_cls(self.case.params, self.workdir)
+
+    def _step(self, action: Callable[[Benchmark], list[Measurement]]) -> list[Measurement]:
+        if self._bench is not None:
+            bench = self._bench
+            return self._own(lambda: action(bench))
+
+        def fresh() -> list[Measurement]:
+            with self._new_benchmark() as bench:
+                return action(bench)
+
+        return self._own(fresh)
+
+    def _own(self, action: Callable[[], Any]) -> Any:
+        """Run `action`; a benchmark error it raises is this run's own failure."""
+        try:
+            return action()
+        except BENCHMARK_ERRORS as exc:
+            self._own_failure = exc
+            raise
+
+    def _available_monitors(self) -> list[Monitor]:
+        """The case's monitors; one this system cannot support is skipped loudly.
+
+        A missing monitor loses context, not results, so the benchmark still runs; the
+        skip is printed and stored in the run's settings.
+        """
+        monitors = []
+        for name in self.case.monitors:
+            monitor = MONITORS.get(name)()
+            try:
+                monitor.check()
+            except MonitorUnavailable as exc:
+                self.ctx.observer.warning(f"monitor {name} skipped: {exc}")
+                self.settings.setdefault("monitors_skipped", []).append(f"{name}: {exc}")
+                continue
+            monitors.append(monitor)
+        return monitors
+
+
 def execute(case: Case, ctx: RunContext) -> RunOutcome:
     """Run one case to completion, failure or interruption; the outcome is stored either way.
 
     KeyboardInterrupt (Ctrl-C, or SIGTERM under `terminate_as_interrupt`) is re-raised
     after the run is marked interrupted, so a job's remaining cases are not started.
     """
-    benchmark_cls = BENCHMARKS.get(case.benchmark)
-    monitors, skipped = _available_monitors(case.monitors, ctx.observer)
-    run_id = ctx.store.start_run(
-        case, ctx.fingerprint(), label=ctx.label, kernel_commit=ctx.kernel_commit, pid=os.getpid()
-    )
-    ctx.observer.run_started(run_id, case)
-    if case.tunables:
-        ctx.observer.warning(
-            "this perfline version records the job's tunables but does not apply them; "
-            "the run's settings say tunables_applied: false"
-        )
-    done = 0
-
-    def finish(status: str, error: str | None = None, output_tail: str | None = None) -> RunOutcome:
-        ctx.store.finish_run(run_id, status, error=error, output_tail=output_tail)
-        outcome = RunOutcome(run_id, case, status, done, error)
-        ctx.observer.run_finished(outcome)
-        return outcome
-
+    run = CaseRun(case, ctx)
     try:
-        with tempfile.TemporaryDirectory(prefix=f"perfline-run{run_id}-") as workdir:
-            with benchmark_cls(case.params, Path(workdir)) as bench:
-                settings = dict(bench.settings())
-                if skipped:
-                    settings["monitors_skipped"] = skipped
-                if case.tunables:
-                    settings["tunables_applied"] = False
-                ctx.store.set_settings(run_id, settings)
-                for _ in range(case.warmup):
-                    ctx.observer.step_done(run_id, None, bench.run_once())
-                for repetition in range(case.repeat):
-                    _measure(bench, monitors, run_id, repetition, ctx)
-                    done += 1
-    except KeyboardInterrupt:
-        finish(INTERRUPTED, "interrupted (Ctrl-C or SIGTERM); finished repetitions are kept")
-        raise
-    except BenchmarkFailed as exc:
-        return finish(FAILED, str(exc), exc.output_tail)
-    except BenchmarkUnavailable as exc:
-        return finish(FAILED, str(exc))
-    except Exception as exc:
-        # A perfline bug: keep the evidence with the run, then let the traceback surface.
-        finish(FAILED, f"internal error: {exc!r}", tail(traceback.format_exc()))
-        raise
-    return finish(COMPLETED)
+        with run:
+            run.warm_up()
+            while run.wants_more():
+                run.measure()
+            run.record_precision()
+    except BENCHMARK_ERRORS:
+        pass  # recorded as the run's failure by CaseRun
+    assert run.outcome is not None
+    return run.outcome
 
 
-def _measure(
-    bench: Benchmark, monitors: list[Monitor], run_id: int, repetition: int, ctx: RunContext
-) -> None:
-    with ExitStack() as cleanup:
-        for monitor in monitors:
-            cleanup.callback(monitor.close)
-            monitor.start()
-        values = bench.run_once()
-        observed = [m for monitor in monitors for m in monitor.stop()]
-    ctx.store.add_samples(run_id, repetition, values, "benchmark")
-    if observed:
-        ctx.store.add_samples(run_id, repetition, observed, "monitor")
-    for monitor in monitors:
-        if isinstance(monitor, ProfilingMonitor):
-            ctx.store.add_profile(run_id, repetition, monitor.profile())
-    ctx.observer.step_done(run_id, repetition, values)
-
-
-def _available_monitors(names: tuple[str, ...], observer: Observer) -> tuple[list[Monitor], list[str]]:
-    """Instantiate the monitors; one this system cannot support is skipped loudly, not fatal.
-
-    A missing monitor loses context, not results, so the benchmark still runs; the
-    skip is printed and stored in the run's settings.
-    """
-    monitors, skipped = [], []
-    for name in names:
-        monitor = MONITORS.get(name)()
-        try:
-            monitor.check()
-        except MonitorUnavailable as exc:
-            observer.warning(f"monitor {name} skipped: {exc}")
-            skipped.append(f"{name}: {exc}")
-            continue
-        monitors.append(monitor)
-    return monitors, skipped
+def execute_interleaved(
+    case_a: Case, case_b: Case, pairs: int, ctx: RunContext
+) -> tuple[RunOutcome, RunOutcome]:
+    """A B A B …: each pair measures both sides back to back so that drift of the
+    machine (thermal, background load, page cache) affects both alike."""
+    exclusive = BENCHMARKS.get(case_a.benchmark).exclusive or BENCHMARKS.get(
+        case_b.benchmark
+    ).exclusive
+    a = CaseRun(case_a, ctx, hold_setup=not exclusive, settings={"interleaved": "A"})
+    b = CaseRun(case_b, ctx, hold_setup=not exclusive, settings={"interleaved": "B"})
+    try:
+        with a, b:
+            a.warm_up()
+            b.warm_up()
+            for _ in range(pairs):
+                a.measure()
+                b.measure()
+    except BENCHMARK_ERRORS:
+        pass  # recorded by the CaseRun that failed; the other one says it was stopped
+    assert a.outcome is not None and b.outcome is not None
+    return a.outcome, b.outcome
 
 
 @contextmanager

@@ -233,6 +233,27 @@ class Store:
             ).all()
             return [_info(run, n) for run, n in rows]
 
+    def find_runs(
+        self,
+        *,
+        label: str | None = None,
+        kernel_release: str | None = None,
+        benchmark: str | None = None,
+        with_samples: bool = True,
+    ) -> list[int]:
+        """Ids of runs matching every given filter, oldest first."""
+        query = select(RunRow.id).order_by(RunRow.started_at, RunRow.id)
+        if label is not None:
+            query = query.where(RunRow.label == label)
+        if kernel_release is not None:
+            query = query.where(RunRow.kernel_release == kernel_release)
+        if benchmark is not None:
+            query = query.where(RunRow.benchmark == benchmark)
+        if with_samples:
+            query = query.where(select(SampleRow.id).where(SampleRow.run_id == RunRow.id).exists())
+        with self._session() as session:
+            return list(session.scalars(query))
+
     def get_run(self, run_id: int) -> RunDetail:
         with self._session() as session:
             run = self._run(session, run_id)

@@ -1,0 +1,209 @@
+"""Comparing runs: sides built from stored runs, every metric compared against the
+baseline, and the fingerprint differences that a comparison must show beside it."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from perfline.fingerprint import Difference, config_differences, differences, flatten
+from perfline.metric import Metric
+from perfline.profile import ProfileEntry
+from perfline.stats.profile_diff import SymbolShift, profile_diff
+from perfline.stats.compare import Comparison, compare
+from perfline.stats.summary import Summary, summarize
+from perfline.store import RunDetail, Store
+
+DEFAULT_ALPHA = 0.01
+DEFAULT_FLOOR_PCT = 1.0
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: a run, or all runs of one case with one label."""
+
+    name: str
+    runs: list[RunDetail]
+
+    def metrics(self) -> dict[str, tuple[Metric, str]]:
+        found: dict[str, tuple[Metric, str]] = {}
+        for run in self.runs:
+            for sample in run.samples:
+                found.setdefault(sample.metric.name, (sample.metric, sample.source))
+        return found
+
+    def values(self, metric: str) -> list[float]:
+        return [s.value for run in self.runs for s in run.samples if s.metric.name == metric]
+
+    def description(self) -> dict[str, str]:
+        """Fingerprint, params, tunables and settings, flattened; facts that differ
+        between the side's own runs read `mixed: a | b`."""
+        merged: dict[str, set[str]] = defaultdict(set)
+        for run in self.runs:
+            facts = flatten(run.fingerprint)
+            facts.update({f"param {k}": str(v) for k, v in run.params.items()})
+            for kind, values in run.tunables.items():
+                facts.update({f"tunable {kind}:{k}": str(v) for k, v in values.items()})
+            facts.update({f"setting {k}": str(v) for k, v in run.settings.items()
+                          if k not in ("interleaved", "ci_halfwidth_pct", "precision_reached")})
+            for key, value in facts.items():
+                merged[key].add(value)
+        return {k: v.pop() if len(v) == 1 else "mixed: " + " | ".join(sorted(v))
+                for k, v in merged.items()}
+
+    def load(self) -> float:
+        loads = [run.fingerprint["loadavg"][0] for run in self.runs]
+        return sum(loads) / len(loads)
+
+    def config_hashes(self) -> set[str]:
+        return {h for run in self.runs if (h := run.fingerprint.get("config_hash"))}
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    metric: Metric
+    source: str
+    base: Summary
+    # One per non-baseline side; None where that side has no samples of the metric.
+    others: list[Comparison | None]
+
+
+@dataclass(frozen=True)
+class CaseComparison:
+    benchmark: str
+    case_key: str
+    sides: list[Side]
+    rows: list[MetricRow]
+    # Per non-baseline side: what differs from the baseline.
+    differences: list[list[Difference]] = field(default_factory=list)
+    # Per non-baseline side: symbols whose share of CPU time moved most (perf-profile).
+    profile_shifts: list[list[SymbolShift]] = field(default_factory=list)
+
+    @property
+    def cross_machine(self) -> bool:
+        return any(d.kind == "machine" for diffs in self.differences for d in diffs)
+
+
+def compare_sides(
+    sides: list[Side],
+    store: Store,
+    *,
+    alpha: float = DEFAULT_ALPHA,
+    floor_pct: float = DEFAULT_FLOOR_PCT,
+    metric_floors: Mapping[str, float] | None = None,
+) -> CaseComparison:
+    base, others = sides[0], sides[1:]
+    rows = []
+    for name, (metric, source) in base.metrics().items():
+        base_values = base.values(name)
+        floor = (metric_floors or {}).get(name, floor_pct)
+        comparisons: list[Comparison | None] = []
+        for side in others:
+            values = side.values(name)
+            comparisons.append(
+                compare(base_values, values, metric, alpha=alpha, floor_pct=floor)
+                if values
+                else None
+            )
+        rows.append(MetricRow(metric, source, summarize(base_values), comparisons))
+    rows.sort(key=lambda row: row.source != "benchmark")
+    first = base.runs[0].info
+    base_profile = side_profile(base, store)
+    return CaseComparison(
+        benchmark=first.benchmark,
+        case_key=first.case_key,
+        sides=sides,
+        rows=rows,
+        differences=[side_differences(base, side, store) for side in others],
+        profile_shifts=[
+            profile_diff(base_profile, other_profile) if base_profile and other_profile else []
+            for other_profile in (side_profile(side, store) for side in others)
+        ],
+    )
+
+
+def side_profile(side: Side, store: Store) -> list[ProfileEntry]:
+    """The mean profile of a side's runs (a run without a profile counts as none)."""
+    profiles = [p for run in side.runs if (p := store.profile(run.info.id))]
+    totals: dict[tuple[str, str, bool], float] = defaultdict(float)
+    for profile in profiles:
+        for entry in profile:
+            totals[(entry.symbol, entry.dso, entry.kernel)] += entry.share_pct
+    return [ProfileEntry(*key, share / len(profiles)) for key, share in totals.items()]
+
+
+def side_differences(base: Side, other: Side, store: Store) -> list[Difference]:
+    found = differences(base.description(), other.description(), (base.load(), other.load()))
+    base_configs, other_configs = base.config_hashes(), other.config_hashes()
+    if len(base_configs) == 1 and len(other_configs) == 1 and base_configs != other_configs:
+        a = store.kernel_config(base_configs.pop())
+        b = store.kernel_config(other_configs.pop())
+        if a is not None and b is not None:
+            found += config_differences(a, b)
+    return found
+
+
+def sides_from_runs(store: Store, run_ids: list[int]) -> list[Side]:
+    return [Side(f"run {run_id}", [store.get_run(run_id)]) for run_id in run_ids]
+
+
+def sides_by_label(store: Store, labels: list[str]) -> list[list[Side]]:
+    """Per case present under every label: one side per label (its runs pooled)."""
+    by_case: dict[tuple[str, str], dict[str, list[RunDetail]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for label in labels:
+        for run_id in store.find_runs(label=label):
+            run = store.get_run(run_id)
+            by_case[(run.info.benchmark, run.info.case_key)][label].append(run)
+    return [
+        [Side(label, runs[label]) for label in labels]
+        for _, runs in sorted(by_case.items())
+        if all(runs.get(label) for label in labels)
+    ]
+
+
+def comparison_json(comparison: CaseComparison) -> dict[str, Any]:
+    """The `compare --json` / `ab --json` document for one case (a stable schema)."""
+
+    def summary(s: Summary) -> dict[str, float | int]:
+        return {"mean": s.mean, "stddev": s.stddev, "cv_pct": s.cv_pct, "n": s.n,
+                "min": s.min, "median": s.median, "max": s.max}
+
+    return {
+        "benchmark": comparison.benchmark,
+        "case": comparison.case_key,
+        "sides": [{"name": s.name, "runs": [r.info.id for r in s.runs]} for s in comparison.sides],
+        "cross_machine": comparison.cross_machine,
+        "metrics": [
+            {
+                "metric": row.metric.name,
+                "unit": row.metric.unit,
+                "direction": row.metric.direction.value,
+                "source": row.source,
+                "base": summary(row.base),
+                "others": [
+                    None if c is None else {
+                        **summary(c.other),
+                        "change_pct": c.change_pct,
+                        "ci_pct": list(c.ci_pct),
+                        "p_value": c.p_value,
+                        "p_value_rank": c.p_value_rank,
+                        "significant": c.significant,
+                        "verdict": c.verdict,
+                        "outliers_base": list(c.outliers_base),
+                        "outliers_other": list(c.outliers_other),
+                    }
+                    for c in row.others
+                ],
+            }
+            for row in comparison.rows
+        ],
+        "differences": [
+            [{"key": d.key, "base": d.base, "other": d.other, "kind": d.kind} for d in diffs]
+            for diffs in comparison.differences
+        ],
+        "profile_shifts": [[asdict(shift) for shift in shifts] for shifts in comparison.profile_shifts],
+    }

@@ -1,0 +1,118 @@
+"""compare, ab and --repeat auto end to end, with real processes and a real store."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from test_cli import perfline
+
+from perfline.comparison import Side, side_differences
+from perfline.jobs.spec import Case
+from perfline.metric import Direction, Measurement, Metric
+from perfline.store import Store
+from perfline.targets import local
+
+PY = sys.executable
+
+
+def noisy(mean: float, cv: float) -> str:
+    """A command printing one draw of N(mean, cv·mean): a benchmark with known noise."""
+    return f"{PY} -c 'import random; print(random.gauss({mean}, {mean * cv}))'"
+
+
+def test_repeat_auto_stops_early_on_quiet_data(tmp_path: Path) -> None:
+    [run] = json.loads(
+        perfline(
+            tmp_path / "db", "run", "command", "-p", f"cmd={noisy(100, 0.001)}", "--repeat", "auto",
+            "--precision", "1%", "--max-repeat", "20", "--warmup", "0", "--no-monitors", "--json",
+        ).stdout
+    )
+    assert run["repetitions"] == 5  # the minimum: 0.1% noise is within 1% at once
+    assert run["settings"]["precision_reached"] is True
+    assert run["settings"]["ci_halfwidth_pct"] <= 1.0
+
+
+def test_repeat_auto_stops_at_the_cap_on_noisy_data(tmp_path: Path) -> None:
+    proc = perfline(
+        tmp_path / "db", "run", "command", "-p", f"cmd={noisy(100, 0.3)}", "--repeat", "auto",
+        "--precision", "0.5%", "--max-repeat", "7", "--warmup", "0", "--no-monitors", "--json",
+    )
+    [run] = json.loads(proc.stdout)
+    assert run["repetitions"] == 7
+    assert run["settings"]["precision_reached"] is False
+    assert "reached max_repeat 7" in proc.stderr
+
+
+def test_ab_interleaves_and_finds_a_ten_percent_change(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    result = json.loads(
+        perfline(
+            db, "ab", "command", "-p", "direction=higher", "--a", f"param:cmd={noisy(100, 0.01)}",
+            "--b", f"param:cmd={noisy(110, 0.01)}", "--pairs", "8", "--warmup", "0",
+            "--no-monitors", "--json",
+        ).stdout
+    )
+    [case] = result["cases"]
+    [metric] = case["metrics"]
+    [other] = metric["others"]
+    assert 5 < other["change_pct"] < 15
+    assert other["ci_pct"][0] < other["change_pct"] < other["ci_pct"][1]
+    assert other["significant"] is True and other["verdict"] == "improvement"
+    assert {"change_pct", "ci_pct", "p_value", "significant"} <= other.keys()
+    run_a, run_b = (side["runs"][0] for side in case["sides"])
+    # A B A B: each B sample was taken between two A samples.
+    with sqlite3.connect(db) as connection:
+        order = connection.execute(
+            "SELECT run_id FROM samples WHERE source='benchmark' ORDER BY taken_at, id"
+        ).fetchall()
+    assert [r for (r,) in order] == [run_a, run_b] * 8
+
+
+def test_compare_runs_and_labels(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    common = ["--repeat", "6", "--warmup", "0", "--no-monitors", "--json", "-p", "direction=lower"]
+    ids = []
+    for label, mean in (("v1", 100), ("v2", 100), ("v3", 120)):
+        [run] = json.loads(
+            perfline(db, "run", "command", "-p", f"cmd={noisy(mean, 0.01)}", "--label", label,
+                     *common).stdout
+        )
+        ids.append(run["id"])
+    # Different commands are different cases: compare by run id across them.
+    out = json.loads(perfline(db, "compare", *map(str, ids), "--json").stdout)
+    [case] = out["cases"]
+    [metric] = case["metrics"]
+    same, slower = metric["others"]
+    assert abs(same["change_pct"]) < 5
+    assert slower["verdict"] == "regression" and slower["significant"] is True
+    assert any(d["key"] == "param cmd" for d in case["differences"][1])
+    assert case["cross_machine"] is False
+
+    text = perfline(db, "compare", str(ids[0]), str(ids[2])).stdout
+    assert "regression" in text and "%change" in text and "param cmd" in text
+
+    missing = perfline(db, "compare", "--label", "v1", "--label", "v3", check=False)
+    assert missing.returncode == 2 and "no case has runs" in missing.stderr
+
+
+def test_fingerprint_diff_lists_a_changed_sysctl(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'db'}")
+    metric = Metric("command.value", "", Direction.LOWER)
+    case = Case("j", "command", {"cmd": "true"}, {}, 1, 0, (), "local")
+    fingerprint = local.fingerprint()
+    changed = replace(
+        fingerprint, sysctls={**fingerprint.sysctls, "kernel.sched_autogroup_enabled": "42"}
+    )
+    sides = []
+    for fp in (fingerprint, changed):
+        run_id = store.start_run(case, fp, pid=1)
+        store.add_samples(run_id, 0, [Measurement(metric, 1.0)], "benchmark")
+        sides.append(Side(str(run_id), [store.get_run(run_id)]))
+    diffs = side_differences(sides[0], sides[1], store)
+    [diff] = [d for d in diffs if d.key == "sysctl kernel.sched_autogroup_enabled"]
+    assert diff.other == "42" and diff.kind == "setting"
+    assert not any(d.kind == "machine" for d in diffs)
