@@ -10,7 +10,7 @@ from pathlib import Path
 
 from test_cli import perfline
 
-from perfline.comparison import Side, side_differences
+from perfline.comparison import Side, compare_sides, side_differences
 from perfline.jobs.spec import Case
 from perfline.metric import Direction, Measurement, Metric
 from perfline.store import Store
@@ -84,8 +84,17 @@ def test_compare_runs_and_labels(tmp_path: Path) -> None:
         ids.append(run["id"])
     # Different commands are different cases: compare by run id across them.
     out = json.loads(perfline(db, "compare", *map(str, ids), "--json").stdout)
+    # The JSON schema is an API for other tools: changing it must be deliberate.
+    assert set(out) == {"alpha", "cases"}
     [case] = out["cases"]
+    assert set(case) == {"benchmark", "case", "sides", "cross_machine", "metrics",
+                         "differences", "profile_shifts"}
     [metric] = case["metrics"]
+    assert set(metric) == {"metric", "unit", "direction", "source", "base", "others"}
+    assert set(metric["others"][0]) == {
+        "mean", "stddev", "cv_pct", "n", "min", "median", "max", "change_pct", "ci_pct",
+        "p_value", "p_value_rank", "significant", "verdict", "outliers_base", "outliers_other",
+    }
     same, slower = metric["others"]
     assert abs(same["change_pct"]) < 5
     assert slower["verdict"] == "regression" and slower["significant"] is True
@@ -116,3 +125,22 @@ def test_fingerprint_diff_lists_a_changed_sysctl(tmp_path: Path) -> None:
     [diff] = [d for d in diffs if d.key == "sysctl kernel.sched_autogroup_enabled"]
     assert diff.other == "42" and diff.kind == "setting"
     assert not any(d.kind == "machine" for d in diffs)
+
+
+def test_comparison_across_machines_says_so(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'db'}")
+    metric = Metric("command.value", "", Direction.LOWER)
+    case = Case("j", "command", {"cmd": "true"}, {}, 5, 0, (), "local")
+    fingerprint = local.fingerprint()
+    elsewhere = replace(fingerprint, hostname="other-box", cpu_model="Some Other CPU")
+    sides = []
+    for fp, level in ((fingerprint, 100.0), (elsewhere, 90.0)):
+        run_id = store.start_run(case, fp, pid=1)
+        for rep in range(5):
+            store.add_samples(run_id, rep, [Measurement(metric, level + rep * 0.1)], "benchmark")
+        sides.append(Side(str(run_id), [store.get_run(run_id)]))
+    comparison = compare_sides(sides, store)
+    assert comparison.cross_machine
+    assert {d.key for d in comparison.differences[0] if d.kind == "machine"} == {
+        "hostname", "cpu_model"
+    }
