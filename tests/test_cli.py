@@ -171,28 +171,6 @@ def test_job_matrix_runs_every_case(tmp_path: Path) -> None:
     assert all(r["status"] == "completed" and r["repetitions"] == 2 for r in runs)
 
 
-def test_tunables_are_stored_and_marked_not_applied(tmp_path: Path) -> None:
-    db = tmp_path / "perfline.db"
-    job = tmp_path / "tuned.yaml"
-    job.write_text(
-        "benchmark: command\n"
-        "params: {cmd: 'sleep 0.02; echo 5'}\n"
-        "repeat: 1\n"
-        "warmup: 0\n"
-        "monitors: []\n"
-        "tunables:\n"
-        "  sysctl: {kernel.sched_autogroup_enabled: [0, 1]}\n"
-    )
-    proc = perfline(db, "run", str(job), "--json")
-    runs = json.loads(proc.stdout)
-    assert [r["tunables"] for r in runs] == [
-        {"sysctl": {"kernel.sched_autogroup_enabled": 0}},
-        {"sysctl": {"kernel.sched_autogroup_enabled": 1}},
-    ]
-    assert all(r["settings"]["tunables_applied"] is False for r in runs)
-    assert "does not apply them" in proc.stderr
-
-
 # blk,nop rather than function,nop: kernels under lockdown refuse the function tracer,
 # and ftrace-switch's own tests cover that refusal.
 TINY = {

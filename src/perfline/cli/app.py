@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -51,6 +52,7 @@ from perfline.runner import (
 )
 from perfline.store import COMPLETED, RunNotFound, Store, resolve_url
 from perfline.targets import local
+from perfline.tunables import Journal, restore_leftovers, state_dir
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -79,6 +81,30 @@ def main_options(
     ] = None,
 ) -> None:
     state.db = db
+    restore_crashed_tunables()
+
+
+def restore_crashed_tunables() -> int:
+    """Before anything else: put back what a crashed perfline left changed, and say so."""
+    messages = restore_leftovers(state_dir(), local.boot_id(), local.pid_alive)
+    for message in messages:
+        errors.print(f"[yellow]{escape(message)}[/yellow]", highlight=False, soft_wrap=True)
+    return len(messages)
+
+
+@app.command()
+def restore() -> None:
+    """Put back tunables that a crashed or killed perfline run left changed."""
+    # The callback has already restored what it could; this command says what is left.
+    remaining = sorted(state_dir().glob("tunables.*.json"))
+    if not remaining:
+        console.print("nothing to restore: no crashed perfline run left tunables changed")
+        return
+    console.print(
+        f"{len(remaining)} journal(s) remain, of running perfline processes (they restore "
+        "their own) or with values that could not be written back: "
+        + ", ".join(str(p) for p in remaining)
+    )
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
@@ -191,6 +217,7 @@ def _running(
                 store=store,
                 fingerprint=local.fingerprint,
                 observer=observer,
+                journal=Journal(state_dir(), os.getpid(), local.boot_id()),
                 label=label,
                 kernel_commit=kernel_commit,
             )
@@ -353,12 +380,15 @@ def ab(
     store = open_store()
     with _running(store, [case_a, case_b], label, kernel_commit) as ctx:
         outcomes = execute_interleaved(case_a, case_b, pairs, ctx)
+    if len(outcomes) < 2 or any(o.repetitions == 0 for o in outcomes):
+        raise fail(
+            "nothing to compare: " + "; ".join(f"run {o.run_id} {o.status}: {o.error}" for o in outcomes),
+            EXIT_FAILED,
+        )
     run_sides = [
         Side(f"{name} (run {o.run_id})", [store.get_run(o.run_id)])
         for name, o in zip(("A", "B"), outcomes, strict=True)
     ]
-    if any(not side.runs[0].samples for side in run_sides):
-        raise fail("a side has no samples to compare; see `perfline runs`", EXIT_FAILED)
     comparison = compare_sides(
         run_sides, store, alpha=alpha, floor_pct=floor, metric_floors=_metric_floors(metric_floor or [])
     )

@@ -44,6 +44,7 @@ TOP_KEYS = (
     "warmup",
     "monitors",
     "tunables",
+    "load",
     "target",
 )
 DEFAULT_REPEAT = 5
@@ -364,6 +365,8 @@ class _Parser:
         tunables: dict[str, dict[str, AxisValue]] = {}
         if "tunables" in top:
             tunables = self.tunables(top["tunables"][1])
+        if "load" in top:
+            tunables["load"] = {"load": self.axis(top["load"][1], "load", self.hog_count)}
 
         target = "local"
         if "target" in top:
@@ -572,6 +575,11 @@ class _Parser:
     def governor(self, node: ScalarNode, value: ParamValue) -> ParamValue:
         if value not in GOVERNORS:
             raise self.error(node, _unknown("governor", str(value), GOVERNORS))
+        return value
+
+    def hog_count(self, node: ScalarNode, value: ParamValue) -> ParamValue:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise self.error(node, f"load must be a number of CPU hogs (0 or more), got {value!r}")
         return value
 
     def cpu_list(self, node: ScalarNode, value: ParamValue) -> ParamValue:

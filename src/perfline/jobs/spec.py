@@ -21,7 +21,9 @@ from perfline.benchmarks import ParamValue
 # `governor` and `pin` are single-valued: their inner mapping always has exactly one
 # entry, keyed by the kind's own name (Case.governor / Case.pin read it).
 TUNABLE_KINDS = ("sysctl", "sysfs", "governor", "pin")
-SINGLE_VALUED_KINDS = ("governor", "pin")
+# `load` (N CPU hogs beside each repetition) is written as a top-level job key but
+# travels with the tunables: it is a condition of the run that the matrix may vary.
+SINGLE_VALUED_KINDS = ("governor", "pin", "load")
 TARGETS = ("local",)
 # What JobError names as the "file" of a job built from command-line options.
 COMMAND_LINE = "command line"

@@ -20,9 +20,12 @@ from perfline.metric import Measurement
 from perfline.monitors import MONITORS, Monitor, MonitorUnavailable, ProfilingMonitor
 from perfline.process import tail
 from perfline.stats.compare import mean_ci_halfwidth_pct
+from perfline.runner.load import cpu_hogs
 from perfline.store import COMPLETED, FAILED, INTERRUPTED, Store
+from perfline.tunables import Journal, TunableError, applied
 
-BENCHMARK_ERRORS = (BenchmarkFailed, BenchmarkUnavailable)
+# Errors that end a run as `failed` without being perfline bugs.
+RUN_ERRORS = (BenchmarkFailed, BenchmarkUnavailable, TunableError)
 
 
 class Observer(Protocol):
@@ -52,6 +55,8 @@ class RunContext:
     store: Store
     fingerprint: Callable[[], Fingerprint]
     observer: Observer
+    # One per process: interleaved runs share it, and a crash leaves one file to restore.
+    journal: Journal
     label: str | None = None
     kernel_commit: str | None = None
 
@@ -66,6 +71,8 @@ class CaseRun:
 
     `hold_setup=False` sets the benchmark up and tears it down around every step, for
     interleaving benchmarks that cannot have two instances at once (a fixed port).
+    `tune_per_step=True` applies the case's tunables around every step instead of the
+    whole run, so that two interleaved runs can each have their own.
     """
 
     def __init__(
@@ -74,11 +81,14 @@ class CaseRun:
         ctx: RunContext,
         *,
         hold_setup: bool = True,
+        tune_per_step: bool = False,
         settings: dict[str, Any] | None = None,
     ) -> None:
         self.case = case
         self.ctx = ctx
         self.hold_setup = hold_setup
+        self.tune_per_step = tune_per_step
+        self.hogs = int(case.tunables.get("load", {}).get("load", 0))
         self.settings: dict[str, Any] = dict(settings or {})
         self.benchmark_cls = BENCHMARKS.get(case.benchmark)
         self.monitors: list[Monitor] = []
@@ -92,6 +102,14 @@ class CaseRun:
 
     def __enter__(self) -> CaseRun:
         self.monitors = self._available_monitors()
+        refused: TunableError | None = None
+        if not self.tune_per_step:
+            # Before the fingerprint, so that it shows the values the run ran under.
+            try:
+                changes = self._stack.enter_context(applied(self.case.tunables, self.ctx.journal))
+                self.settings["tunables_applied"] = changes
+            except TunableError as exc:
+                refused = exc
         self.run_id = self.ctx.store.start_run(
             self.case,
             self.ctx.fingerprint(),
@@ -100,17 +118,14 @@ class CaseRun:
             pid=os.getpid(),
         )
         self.ctx.observer.run_started(self.run_id, self.case)
-        if self.case.tunables:
-            self.ctx.observer.warning(
-                "this perfline version records the job's tunables but does not apply them; "
-                "the run's settings say tunables_applied: false"
-            )
-            self.settings["tunables_applied"] = False
         workdir = self._stack.enter_context(
             tempfile.TemporaryDirectory(prefix=f"perfline-run{self.run_id}-")
         )
         self.workdir = Path(workdir)
         try:
+            if refused is not None:
+                self._own_failure = refused
+                raise refused
             if self.hold_setup:
                 self._bench = self._own(lambda: self._stack.enter_context(self._new_benchmark()))
                 self.settings.update(self._bench.settings())
@@ -122,8 +137,12 @@ class CaseRun:
 
     def warm_up(self) -> None:
         for _ in range(self.case.warmup):
-            values = self._step(lambda bench: bench.run_once())
+            values = self._step(self._run_once)
             self.ctx.observer.step_done(self.run_id, None, values)
+
+    def _run_once(self, bench: Benchmark) -> list[Measurement]:
+        with cpu_hogs(self.hogs):
+            return bench.run_once()
 
     def measure(self) -> None:
         """One repetition with the monitors around it, committed before returning."""
@@ -135,7 +154,7 @@ class CaseRun:
                 for monitor in self.monitors:
                     cleanup.callback(monitor.close)
                     monitor.start()
-                values = bench.run_once()
+                values = self._run_once(bench)
                 observed.extend(m for monitor in self.monitors for m in monitor.stop())
             return values
 
@@ -162,6 +181,9 @@ class CaseRun:
             return True
         return mean_ci_halfwidth_pct(self.values) > case.precision_pct
 
+    def save_settings(self) -> None:
+        self.ctx.store.set_settings(self.run_id, self.settings)
+
     def record_precision(self) -> None:
         """After an adaptive run: store how precise it got, and say so if it fell short."""
         if self.case.precision_pct is None:
@@ -175,7 +197,7 @@ class CaseRun:
             ci_halfwidth_pct=halfwidth,
             precision_reached=reached,
         )
-        self.ctx.store.set_settings(self.run_id, self.settings)
+        self.save_settings()
         if not reached:
             self.ctx.observer.warning(
                 f"run {self.run_id}: reached max_repeat {self.case.repeat} with the 95% CI "
@@ -199,9 +221,9 @@ class CaseRun:
             self._finish(COMPLETED)
         elif isinstance(exc, KeyboardInterrupt):
             self._finish(INTERRUPTED, "interrupted (Ctrl-C or SIGTERM); finished repetitions are kept")
-        elif isinstance(exc, BENCHMARK_ERRORS) and exc is self._own_failure:
+        elif isinstance(exc, RUN_ERRORS) and exc is self._own_failure:
             self._finish(FAILED, str(exc), getattr(exc, "output_tail", None) or None)
-        elif isinstance(exc, BENCHMARK_ERRORS):
+        elif isinstance(exc, RUN_ERRORS):
             self._finish(INTERRUPTED, f"stopped because the interleaved run failed: {exc}")
         else:
             trace = "".join(traceback.format_exception(exc))
@@ -216,21 +238,21 @@ class CaseRun:
         return self.benchmark_cls(self.case.params, self.workdir)
 
     def _step(self, action: Callable[[Benchmark], list[Measurement]]) -> list[Measurement]:
-        if self._bench is not None:
-            bench = self._bench
-            return self._own(lambda: action(bench))
-
-        def fresh() -> list[Measurement]:
-            with self._new_benchmark() as bench:
+        def step() -> list[Measurement]:
+            with ExitStack() as stack:
+                if self.tune_per_step:
+                    changes = stack.enter_context(applied(self.case.tunables, self.ctx.journal))
+                    self.settings["tunables_applied"] = changes
+                bench = self._bench or stack.enter_context(self._new_benchmark())
                 return action(bench)
 
-        return self._own(fresh)
+        return self._own(step)
 
     def _own(self, action: Callable[[], Any]) -> Any:
         """Run `action`; a benchmark error it raises is this run's own failure."""
         try:
             return action()
-        except BENCHMARK_ERRORS as exc:
+        except RUN_ERRORS as exc:
             self._own_failure = exc
             raise
 
@@ -266,7 +288,7 @@ def execute(case: Case, ctx: RunContext) -> RunOutcome:
             while run.wants_more():
                 run.measure()
             run.record_precision()
-    except BENCHMARK_ERRORS:
+    except RUN_ERRORS:
         pass  # recorded as the run's failure by CaseRun
     assert run.outcome is not None
     return run.outcome
@@ -274,14 +296,20 @@ def execute(case: Case, ctx: RunContext) -> RunOutcome:
 
 def execute_interleaved(
     case_a: Case, case_b: Case, pairs: int, ctx: RunContext
-) -> tuple[RunOutcome, RunOutcome]:
+) -> list[RunOutcome]:
     """A B A B …: each pair measures both sides back to back so that drift of the
-    machine (thermal, background load, page cache) affects both alike."""
+    machine (thermal, background load, page cache) affects both alike.
+
+    Returns the outcomes of the runs that started: both, unless side A could not even
+    be set up, in which case B was never created.
+    """
     exclusive = BENCHMARKS.get(case_a.benchmark).exclusive or BENCHMARKS.get(
         case_b.benchmark
     ).exclusive
-    a = CaseRun(case_a, ctx, hold_setup=not exclusive, settings={"interleaved": "A"})
-    b = CaseRun(case_b, ctx, hold_setup=not exclusive, settings={"interleaved": "B"})
+    a, b = (
+        CaseRun(case, ctx, hold_setup=not exclusive, tune_per_step=True, settings={"interleaved": name})
+        for case, name in ((case_a, "A"), (case_b, "B"))
+    )
     try:
         with a, b:
             a.warm_up()
@@ -289,10 +317,11 @@ def execute_interleaved(
             for _ in range(pairs):
                 a.measure()
                 b.measure()
-    except BENCHMARK_ERRORS:
+            a.save_settings()
+            b.save_settings()
+    except RUN_ERRORS:
         pass  # recorded by the CaseRun that failed; the other one says it was stopped
-    assert a.outcome is not None and b.outcome is not None
-    return a.outcome, b.outcome
+    return [run.outcome for run in (a, b) if run.outcome is not None]
 
 
 @contextmanager

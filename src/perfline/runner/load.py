@@ -1,0 +1,42 @@
+"""Background load: N CPU hogs beside a repetition, as the seed's `make-load` did."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+# A shell busy loop: no interpreter start-up, nothing but user time, and trivially killed.
+HOG = ("/bin/sh", "-c", "while :; do :; done")
+
+
+@contextmanager
+def cpu_hogs(count: int) -> Iterator[list[int]]:
+    """Run `count` busy loops for the duration of the block; yields their pids.
+
+    Each hog leads its own session so that SIGKILL to its group cannot miss a child,
+    and the hogs are killed and reaped even when the block raises.
+    """
+    hogs: list[subprocess.Popen[bytes]] = []
+    try:
+        for _ in range(count):
+            hogs.append(
+                subprocess.Popen(
+                    HOG,
+                    start_new_session=True,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        yield [hog.pid for hog in hogs]
+    finally:
+        for hog in hogs:
+            try:
+                os.killpg(hog.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for hog in hogs:
+            hog.wait()

@@ -1,0 +1,23 @@
+"""Tunables: sysctls, sysfs knobs, cpufreq governors and CPU pinning, applied around a
+run and restored afterwards, from a journal if perfline crashed."""
+
+from perfline.tunables.apply import (
+    TunableError,
+    applied,
+    knobs,
+    parse_cpu_list,
+    read_value,
+    restore_leftovers,
+)
+from perfline.tunables.journal import Journal, state_dir
+
+__all__ = [
+    "Journal",
+    "TunableError",
+    "applied",
+    "knobs",
+    "parse_cpu_list",
+    "read_value",
+    "restore_leftovers",
+    "state_dir",
+]

@@ -1,0 +1,152 @@
+"""Tunables applied for real on this kernel and restored, also after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_cli import perfline, start, wait_for_samples
+
+SWAPPINESS = Path("/proc/sys/vm/swappiness")
+HOG = "/bin/sh -c while :; do :; done"
+FQS = Path("/sys/module/rcutree/parameters/jiffies_till_first_fqs")
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="changing sysctls needs root")
+
+
+@pytest.fixture(autouse=True)
+def private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test its own journal directory, so a test never restores another's values."""
+    state = tmp_path / "state"
+    monkeypatch.setenv("PERFLINE_STATE_DIR", str(state))
+    return state
+
+
+def job(tmp_path: Path, body: str, cmd: str = "cat /proc/sys/vm/swappiness") -> Path:
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "benchmark: command\n"
+        f"params: {{cmd: '{cmd}'}}\n"
+        "repeat: 2\nwarmup: 0\nmonitors: []\n" + body
+    )
+    return path
+
+
+def test_sysctl_applied_during_the_run_and_restored(tmp_path: Path) -> None:
+    before = int(SWAPPINESS.read_text())
+    new = before + 1 if before < 100 else before - 1
+    runs = json.loads(
+        perfline(tmp_path / "db", "run", str(job(tmp_path, f"tunables: {{sysctl: {{vm.swappiness: {new}}}}}\n")), "--json").stdout
+    )
+    [run] = runs
+    assert run["summary"]["command.value"]["mean"] == new  # the benchmark saw the new value
+    assert run["fingerprint"]["sysctls"]["vm.swappiness"] == str(new)
+    assert run["settings"]["tunables_applied"] == {"sysctl vm.swappiness": f"{before}→{new}"}
+    assert int(SWAPPINESS.read_text()) == before
+
+
+def test_matrix_over_a_tunable_gives_a_run_per_value(tmp_path: Path) -> None:
+    before = int(SWAPPINESS.read_text())
+    values = [before + 1, before + 2] if before < 99 else [before - 1, before - 2]
+    runs = json.loads(
+        perfline(tmp_path / "db", "run", str(job(tmp_path, f"tunables: {{sysctl: {{vm.swappiness: {values}}}}}\n")), "--json").stdout
+    )
+    assert [r["summary"]["command.value"]["mean"] for r in runs] == values
+    assert [r["fingerprint"]["sysctls"]["vm.swappiness"] for r in runs] == [str(v) for v in values]
+    assert [r["tunables"] for r in runs] == [{"sysctl": {"vm.swappiness": v}} for v in values]
+    assert int(SWAPPINESS.read_text()) == before
+
+
+@pytest.mark.skipif(not FQS.exists(), reason="rcutree parameters not exposed")
+def test_sysfs_module_parameter(tmp_path: Path) -> None:
+    before = FQS.read_text().strip()
+    new = "3" if before != "3" else "2"
+    [run] = json.loads(
+        perfline(tmp_path / "db", "run", str(job(tmp_path, f"tunables: {{sysfs: {{{FQS}: {new}}}}}\n", cmd=f"cat {FQS}")), "--json").stdout
+    )
+    assert run["summary"]["command.value"]["mean"] == int(new)
+    assert FQS.read_text().strip() == before
+
+
+def test_refused_knob_changes_nothing(tmp_path: Path, private_state: Path) -> None:
+    before = SWAPPINESS.read_text()
+    new = int(before) + 1 if int(before) < 100 else int(before) - 1
+    proc = perfline(
+        tmp_path / "db", "run",
+        str(job(tmp_path, f"tunables: {{sysctl: {{vm.swappiness: {new}, kernel.osrelease: x}}}}\n")),
+        "--json", check=False,
+    )
+    assert proc.returncode == 1
+    [run] = json.loads(proc.stdout)
+    assert run["status"] == "failed"
+    assert "sysctl kernel.osrelease: read-only" in run["error"]
+    assert SWAPPINESS.read_text() == before
+    assert not list(private_state.glob("tunables.*"))
+
+
+def test_sigkilled_run_is_restored_by_the_next_command(tmp_path: Path, private_state: Path) -> None:
+    db = tmp_path / "db"
+    before = int(SWAPPINESS.read_text())
+    new = before + 1 if before < 100 else before - 1
+    spec = job(tmp_path, f"tunables: {{sysctl: {{vm.swappiness: {new}}}}}\n",
+               cmd="sleep 0.2; cat /proc/sys/vm/swappiness")
+    spec.write_text(spec.read_text().replace("repeat: 2", "repeat: 500"))
+    proc = start(db, "run", str(spec))
+    try:
+        wait_for_samples(db, 2, proc)
+        assert int(SWAPPINESS.read_text()) == new
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    assert int(SWAPPINESS.read_text()) == new  # nobody restored it yet
+    assert list(private_state.glob("tunables.*.json"))
+    listing = perfline(db, "runs")
+    assert int(SWAPPINESS.read_text()) == before
+    assert "restored /proc/sys/vm/swappiness" in listing.stderr
+    assert not list(private_state.glob("tunables.*.json"))
+    assert "nothing to restore" in perfline(db, "restore").stdout
+
+
+def test_load_hogs_run_beside_each_sample_and_are_gone_after(tmp_path: Path) -> None:
+    count = f"pgrep -cfx \"{HOG}\" || true"
+    [run] = json.loads(
+        perfline(tmp_path / "db", "run", str(job(tmp_path, "load: 2\n", cmd=count)), "--json").stdout
+    )
+    assert run["summary"]["command.value"]["mean"] == 2
+    left = subprocess.run(["pgrep", "-cfx", HOG], capture_output=True, text=True).stdout.strip()
+    assert left == "0"
+
+
+def test_pin_restricts_the_benchmark(tmp_path: Path) -> None:
+    cpus = "python3 -c \"import os; print(len(os.sched_getaffinity(0)))\""
+    [run] = json.loads(
+        perfline(tmp_path / "db", "run", str(job(tmp_path, "tunables: {pin: '0'}\n", cmd=cpus)), "--json").stdout
+    )
+    assert run["summary"]["command.value"]["mean"] == 1
+    assert run["settings"]["tunables_applied"]["pin"] == "0"
+
+
+def test_governor_without_cpufreq_is_a_clear_error(tmp_path: Path) -> None:
+    if list(Path("/sys/devices/system/cpu/cpufreq").glob("policy*")):
+        pytest.skip("this machine has cpufreq; the error path needs one without")
+    proc = perfline(tmp_path / "db", "run", str(job(tmp_path, "tunables: {governor: performance}\n")),
+                    "--json", check=False)
+    [run] = json.loads(proc.stdout)
+    assert run["status"] == "failed" and "no cpufreq policies" in run["error"]
+
+
+def test_ab_with_sysctl_sides(tmp_path: Path) -> None:
+    before = int(SWAPPINESS.read_text())
+    a, b = (before + 1, before + 2) if before < 99 else (before - 1, before - 2)
+    result = json.loads(
+        perfline(tmp_path / "db", "ab", "command", "-p", "cmd=cat /proc/sys/vm/swappiness",
+                 "--a", f"sysctl:vm.swappiness={a}", "--b", f"sysctl:vm.swappiness={b}",
+                 "--pairs", "3", "--warmup", "0", "--no-monitors", "--json").stdout
+    )
+    [metric] = result["cases"][0]["metrics"]
+    assert metric["base"]["mean"] == a and metric["others"][0]["mean"] == b
+    assert int(SWAPPINESS.read_text()) == before
