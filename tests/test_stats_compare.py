@@ -243,3 +243,30 @@ def test_detectable_change_shape() -> None:
     assert detectable_change_pct(1.0, 10) < detectable_change_pct(2.0, 10)
     assert detectable_change_pct(2.0, MIN_SAMPLES - 1) == math.inf
     assert detectable_change_pct(0.0, 10) == 0.0
+
+
+def test_paired_comparison_cancels_shared_drift() -> None:
+    """Interleaved pairs on a drifting machine: the paired interval is much narrower,
+    still covers the true 3% change, and calls it significant where unpaired cannot."""
+    rng = np.random.default_rng(7)
+    covered = found_paired = found_unpaired = 0
+    trials = 400
+    for _ in range(trials):
+        drift = 1 + 0.2 * rng.standard_normal(10)  # 20% swings shared by each pair
+        base = 100 * drift * (1 + 0.005 * rng.standard_normal(10))
+        other = 103 * drift * (1 + 0.005 * rng.standard_normal(10))
+        paired = compare(base, other, LOWER, paired=True)
+        unpaired = compare(base, other, LOWER)
+        assert paired.method == "paired-log-ratio"
+        # Given the drifts, the ratio of the expected means is exactly 1.03.
+        covered += paired.ci_pct[0] <= 3.0 <= paired.ci_pct[1]
+        found_paired += paired.significant
+        found_unpaired += unpaired.significant
+    assert found_paired >= 0.95 * trials
+    assert found_unpaired <= 0.2 * trials
+    assert covered >= 0.9 * trials
+
+
+def test_paired_needs_equal_lengths_and_positive_values() -> None:
+    assert compare([1.0, 2, 3, 4, 5], [1.0, 2, 3, 4], LOWER, paired=True).method == "welch-log-ratio"
+    assert compare([0.0, 2, 3, 4, 5], [1.0, 2, 3, 4, 6], LOWER, paired=True).method == "welch-raw-fieller"

@@ -93,7 +93,10 @@ def compare_sides(
     alpha: float = DEFAULT_ALPHA,
     floor_pct: float = DEFAULT_FLOOR_PCT,
     metric_floors: Mapping[str, float] | None = None,
+    paired: bool = False,
 ) -> CaseComparison:
+    """Every metric of the baseline side against every other side. `paired`: the i-th
+    values of the sides were measured back to back (interleaved A/B)."""
     base, others = sides[0], sides[1:]
     rows = []
     for name, (metric, source) in base.metrics().items():
@@ -103,7 +106,7 @@ def compare_sides(
         for side in others:
             values = side.values(name)
             comparisons.append(
-                compare(base_values, values, metric, alpha=alpha, floor_pct=floor)
+                compare(base_values, values, metric, alpha=alpha, floor_pct=floor, paired=paired)
                 if values
                 else None
             )

@@ -390,7 +390,12 @@ def ab(
         for name, o in zip(("A", "B"), outcomes, strict=True)
     ]
     comparison = compare_sides(
-        run_sides, store, alpha=alpha, floor_pct=floor, metric_floors=_metric_floors(metric_floor or [])
+        run_sides,
+        store,
+        alpha=alpha,
+        floor_pct=floor,
+        metric_floors=_metric_floors(metric_floor or []),
+        paired=True,
     )
     _print_comparisons([comparison], alpha, as_json)
     if any(o.status != COMPLETED for o in outcomes):

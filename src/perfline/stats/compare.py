@@ -47,6 +47,7 @@ _PERMUTATIONS = 9999
 _RANK_EXACT_MAX_N = 8
 
 METHOD_LOG_RATIO = "welch-log-ratio"
+METHOD_PAIRED = "paired-log-ratio"
 METHOD_RAW = "welch-raw-fieller"
 
 REGRESSION = "regression"
@@ -86,7 +87,7 @@ class Comparison:
     # Indexes of outliers within each sample; they stay in every figure above.
     outliers_base: tuple[int, ...]
     outliers_other: tuple[int, ...]
-    # METHOD_LOG_RATIO or METHOD_RAW: which interval and test were used.
+    # METHOD_LOG_RATIO, METHOD_PAIRED or METHOD_RAW: which interval and test were used.
     method: str
 
 
@@ -117,8 +118,15 @@ def compare(
     floor_pct: float = 1.0,
     confidence: float = 0.95,
     seed: int = 0,
+    paired: bool = False,
 ) -> Comparison:
-    """Compare `other` with `base`; `seed` fixes the rank test's permutation draw."""
+    """Compare `other` with `base`; `seed` fixes the rank test's permutation draw.
+
+    `paired=True` says base[i] and other[i] were measured back to back (interleaved
+    A/B): the interval then uses the spread of the pairs' differences, from which drift
+    of the machine shared by both members of a pair cancels, and the rank test is
+    Wilcoxon's signed-rank test on the pairs' log ratios.
+    """
     if not 0 < alpha < 1 or not 0 < confidence < 1:
         raise ValueError("alpha and confidence must be between 0 and 1")
     b, o = _finite(base, "base"), _finite(other, "other")
@@ -126,12 +134,14 @@ def compare(
     # The log form models positive quantities with noise proportional to their level;
     # a zero or negative value says the metric is not one (e.g. iowait %, fault counts).
     method = METHOD_LOG_RATIO if (b > 0).all() and (o > 0).all() else METHOD_RAW
+    if paired and method == METHOD_LOG_RATIO and len(b) == len(o):
+        method = METHOD_PAIRED
     if min(len(b), len(o)) < 2:
         ci_pct, p_value, p_rank = (math.nan, math.nan), math.nan, math.nan
     else:
         ci, p_value = _interval_and_p(b, o, method, confidence)
         ci_pct = (100 * ci[0], 100 * ci[1])
-        p_rank = _rank_p_value(b, o, seed)
+        p_rank = _signed_rank_p_value(b, o) if method == METHOD_PAIRED else _rank_p_value(b, o, seed)
     change_pct = _change_pct(base_summary.mean, other_summary.mean)
     enough = min(len(b), len(o)) >= MIN_SAMPLES
     significant = enough and p_value < alpha and abs(change_pct) > floor_pct
@@ -222,7 +232,7 @@ def _interval_and_p(
     """The CI of mean_o/mean_b - 1 (as a fraction) and the t test's p-value."""
     if method == METHOD_RAW:
         return _fieller(b, o, confidence), _difference(b, o).p_value()
-    estimate = _log_ratio(b, o)
+    estimate = _paired_log_ratio(b, o) if method == METHOD_PAIRED else _log_ratio(b, o)
     margin = estimate.t_quantile(confidence) * estimate.se
     return (
         (math.expm1(estimate.value - margin), math.expm1(estimate.value + margin)),
@@ -252,6 +262,30 @@ def _log_ratio(b: NDArray[np.float64], o: NDArray[np.float64]) -> _Estimate:
         se=math.sqrt(var_b + var_o),
         df=_welch_df(var_b, len(b), var_o, len(o)),
     )
+
+
+def _paired_log_ratio(b: NDArray[np.float64], o: NDArray[np.float64]) -> _Estimate:
+    """log(mean_o / mean_b) for pairs measured back to back.
+
+    The delta-method variance of the log ratio is Var(o_i/mean_o - b_i/mean_b)/n when the
+    pairs may be correlated: a slow phase of the machine that slows both members of a
+    pair adds to both terms and cancels in their difference. Same estimand as the
+    unpaired form (the ratio of the arithmetic means), n - 1 degrees of freedom.
+    """
+    relative = o / o.mean() - b / b.mean()
+    return _Estimate(
+        value=math.log(o.mean() / b.mean()),
+        se=float(relative.std(ddof=1) / math.sqrt(len(b))),
+        df=float(len(b) - 1),
+    )
+
+
+def _signed_rank_p_value(b: NDArray[np.float64], o: NDArray[np.float64]) -> float:
+    """Two-sided Wilcoxon signed-rank p-value of the pairs' log ratios."""
+    ratios = np.log(o / b)
+    if not ratios.any():
+        return 1.0
+    return float(stats.wilcoxon(ratios, alternative="two-sided").pvalue)
 
 
 def _difference(b: NDArray[np.float64], o: NDArray[np.float64]) -> _Estimate:
