@@ -17,6 +17,7 @@ BENCHMARKS: Registry[Benchmark] = Registry(
         "hackbench": "perfline.benchmarks.perf_bench:Hackbench",
         "tbench": "perfline.benchmarks.tbench:Tbench",
         "cpu-latency": "perfline.benchmarks.cpu_latency:CpuLatency",
+        "migration-cost": "perfline.benchmarks.migration_cost:MigrationCost",
         "pgbench": "perfline.benchmarks.pgbench:Pgbench",
         "command": "perfline.benchmarks.command:Command",
     },

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from perfline import __version__
 from perfline.benchmarks import BENCHMARKS
+from perfline.cli.migration import migration_cost
 from perfline.cli.progress import ProgressObserver
 from perfline.comparison import (
     DEFAULT_ALPHA,
@@ -407,3 +408,5 @@ def version() -> None:
     """Print the version."""
     print(__version__)
 
+
+app.command("migration-cost")(migration_cost)
