@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from perfline import __version__
 from perfline.benchmarks import BENCHMARKS
+from perfline.cli.common import (
+    EXIT_FAILED,
+    console,
+    fail,
+    open_store,
+    restore_crashed_tunables,
+    running,
+    state,
+)
+from perfline.cli.history import detect, history, regressions_app
 from perfline.cli.migration import migration_cost
-from perfline.cli.progress import ProgressObserver
 from perfline.comparison import (
     DEFAULT_ALPHA,
     DEFAULT_FLOOR_PCT,
@@ -33,7 +37,7 @@ from perfline.comparison import (
 from perfline.jobs import JobError, expand, job_from_benchmark, load_job, parse_param_args
 from perfline.jobs.overrides import apply_overrides
 from perfline.jobs.parse import repeat_policy
-from perfline.jobs.spec import Case, JobSpec
+from perfline.jobs.spec import JobSpec
 from perfline.monitors import MONITORS
 from perfline.registry import UnknownName
 from perfline.report.runs import (
@@ -44,34 +48,15 @@ from perfline.report.runs import (
     runs_table,
 )
 from perfline.report.compare import comparison_view
-from perfline.runner import (
-    RunContext,
-    RunOutcome,
-    execute,
-    execute_interleaved,
-    terminate_as_interrupt,
-)
-from perfline.store import COMPLETED, RunNotFound, Store, resolve_url
-from perfline.targets import local
-from perfline.tunables import Journal, restore_leftovers, state_dir
+from perfline.runner import RunOutcome, execute, execute_interleaved
+from perfline.store import COMPLETED, RunNotFound, resolve_url
+from perfline.tunables import state_dir
 
 app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     help="perfline: run kernel benchmarks, store every sample, find what changed.",
 )
-# Tables are wide; when stdout is a pipe or file, 80 columns would fold every row.
-console = Console(width=None if sys.stdout.isatty() else 160)
-errors = Console(stderr=True)
-
-EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
-
-
-class State:
-    db: str | None = None
-
-
-state = State()
 
 
 @app.callback()
@@ -83,14 +68,6 @@ def main_options(
 ) -> None:
     state.db = db
     restore_crashed_tunables()
-
-
-def restore_crashed_tunables() -> int:
-    """Before anything else: put back what a crashed perfline left changed, and say so."""
-    messages = restore_leftovers(state_dir(), local.boot_id(), local.pid_alive)
-    for message in messages:
-        errors.print(f"[yellow]{escape(message)}[/yellow]", highlight=False, soft_wrap=True)
-    return len(messages)
 
 
 @app.command()
@@ -106,19 +83,6 @@ def restore() -> None:
         "their own) or with values that could not be written back: "
         + ", ".join(str(p) for p in remaining)
     )
-
-
-def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
-    errors.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
-
-
-def open_store() -> Store:
-    store = Store.open(state.db)
-    reaped = store.reap_dead_runs(local.boot_id(), local.hostname(), local.pid_alive)
-    if reaped:
-        errors.print(f"[yellow]marked {reaped} run(s) interrupted: their process had died[/yellow]")
-    return store
 
 
 @app.command("list")
@@ -173,7 +137,7 @@ def run(
         raise fail(str(exc)) from None
     store = open_store()
     outcomes: list[RunOutcome] = []
-    with _running(store, cases, label, kernel_commit) as ctx:
+    with running(store, cases, label, kernel_commit) as ctx:
         for case in cases:
             outcomes.append(execute(case, ctx))
     details = [store.get_run(o.run_id) for o in outcomes]
@@ -205,27 +169,6 @@ def _int_or_auto(text: str) -> int | str:
 
 def _cli_error(option: str) -> Callable[[str], JobError]:
     return lambda message: JobError("command line", None, f"{option}: {message}")
-
-
-@contextmanager
-def _running(
-    store: Store, cases: list[Case], label: str | None, kernel_commit: str | None
-) -> Iterator[RunContext]:
-    """Progress on stderr, SIGTERM as Ctrl-C, and exit code 130 after an interruption."""
-    with ProgressObserver(errors, cases) as observer, terminate_as_interrupt():
-        try:
-            yield RunContext(
-                store=store,
-                fingerprint=local.fingerprint,
-                observer=observer,
-                journal=Journal(state_dir(), os.getpid(), local.boot_id()),
-                label=label,
-                kernel_commit=kernel_commit,
-            )
-        except KeyboardInterrupt:
-            observer.stop()
-            errors.print("[yellow]interrupted: finished repetitions are stored[/yellow]")
-            raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 def _load(what: str, params: list[str], monitors: list[str] | None, no_monitors: bool) -> JobSpec:
@@ -379,7 +322,7 @@ def ab(
         raise fail("ab needs one case per side: remove the list values (matrix axes) from the job")
     (case_a,), (case_b,) = sides
     store = open_store()
-    with _running(store, [case_a, case_b], label, kernel_commit) as ctx:
+    with running(store, [case_a, case_b], label, kernel_commit) as ctx:
         outcomes = execute_interleaved(case_a, case_b, pairs, ctx)
     if len(outcomes) < 2 or any(o.repetitions == 0 for o in outcomes):
         raise fail(
@@ -401,6 +344,11 @@ def ab(
     _print_comparisons([comparison], alpha, as_json)
     if any(o.status != COMPLETED for o in outcomes):
         raise typer.Exit(EXIT_FAILED)
+
+
+app.command()(history)
+app.command()(detect)
+app.add_typer(regressions_app, name="regressions")
 
 
 @app.command()

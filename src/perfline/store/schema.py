@@ -5,7 +5,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -91,3 +101,30 @@ class ProfileEntryRow(Base):
     dso: Mapped[str] = mapped_column(Text)
     kernel: Mapped[bool] = mapped_column(Boolean)
     share_pct: Mapped[float] = mapped_column(Float)
+
+
+class RegressionRow(Base):
+    """A change point judged by the metric's direction, with what was done about it."""
+
+    __tablename__ = "regressions"
+    __table_args__ = (
+        # One record per change, however often detection runs over the same history.
+        UniqueConstraint("metric", "benchmark", "case_key", "machine_id", "after_run_id"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    metric: Mapped[str] = mapped_column(ForeignKey("metrics.name"), index=True)
+    benchmark: Mapped[str] = mapped_column(String(100))
+    case_key: Mapped[str] = mapped_column(Text)
+    machine_id: Mapped[str] = mapped_column(String(64))
+    # The last run before the change and the first after it.
+    before_run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    after_run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(16))  # regression | improvement | change
+    change_pct: Mapped[float] = mapped_column(Float)
+    ci_low_pct: Mapped[float] = mapped_column(Float)
+    ci_high_pct: Mapped[float] = mapped_column(Float)
+    strength: Mapped[float] = mapped_column(Float)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    note: Mapped[str | None] = mapped_column(Text)
+    detected_at: Mapped[datetime]
+    updated_at: Mapped[datetime]

@@ -17,7 +17,14 @@ from perfline.metric import Direction, Measurement, Metric
 from perfline.profile import ProfileEntry
 from perfline.store import migrate
 from perfline.store.engine import connect, resolve_url
-from perfline.store.schema import KernelConfig, MetricRow, ProfileEntryRow, RunRow, SampleRow
+from perfline.store.schema import (
+    KernelConfig,
+    MetricRow,
+    ProfileEntryRow,
+    RegressionRow,
+    RunRow,
+    SampleRow,
+)
 
 
 class RunNotFound(LookupError):
@@ -65,6 +72,35 @@ class RunDetail:
     error: str | None
     output_tail: str | None
     samples: list[Sample] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RunValues:
+    """One run's values of one metric, with what a series needs to place them."""
+
+    run: RunInfo
+    machine_id: str
+    metric: Metric
+    values: list[float]
+
+
+@dataclass(frozen=True)
+class Regression:
+    id: int
+    metric: str
+    benchmark: str
+    case_key: str
+    machine_id: str
+    before_run_id: int
+    after_run_id: int
+    kind: str
+    change_pct: float
+    ci_pct: tuple[float, float]
+    strength: float
+    status: str
+    note: str | None
+    detected_at: datetime
+    updated_at: datetime
 
 
 class Store:
@@ -279,6 +315,103 @@ class Store:
                 samples=samples,
             )
 
+    def metric_values(
+        self,
+        *,
+        metric: str | None = None,
+        benchmark: str | None = None,
+        case_key: str | None = None,
+        machine_id: str | None = None,
+        since: datetime | None = None,
+    ) -> list[RunValues]:
+        """Benchmark values per run and metric, oldest run first (for series)."""
+        query = (
+            select(RunRow, SampleRow.metric, SampleRow.value)
+            .join(SampleRow, SampleRow.run_id == RunRow.id)
+            .where(SampleRow.source == "benchmark")
+            .order_by(RunRow.started_at, RunRow.id, SampleRow.id)
+        )
+        for column, value in (
+            (SampleRow.metric, metric),
+            (RunRow.benchmark, benchmark),
+            (RunRow.case_key, case_key),
+            (RunRow.machine_id, machine_id),
+        ):
+            if value is not None:
+                query = query.where(column == value)
+        if since is not None:
+            query = query.where(RunRow.started_at >= since)
+        grouped: dict[tuple[int, str], tuple[RunRow, list[float]]] = {}
+        with self._session() as session:
+            for run, name, value in session.execute(query):
+                grouped.setdefault((run.id, name), (run, []))[1].append(value)
+            metrics = {row.name: _metric(row) for row in session.scalars(select(MetricRow))}
+            return [
+                RunValues(_info(run, len(values)), run.machine_id, metrics[name], values)
+                for (_, name), (run, values) in grouped.items()
+            ]
+
+    def record_regression(self, regression: Regression) -> tuple[Regression, bool]:
+        """Store a detected change unless it is known already; (record, newly created)."""
+        with self._session.begin() as session:
+            existing = session.scalars(
+                select(RegressionRow).where(
+                    RegressionRow.metric == regression.metric,
+                    RegressionRow.benchmark == regression.benchmark,
+                    RegressionRow.case_key == regression.case_key,
+                    RegressionRow.machine_id == regression.machine_id,
+                    RegressionRow.after_run_id == regression.after_run_id,
+                )
+            ).first()
+            if existing is not None:
+                return _regression(existing), False
+            now = _now()
+            row = RegressionRow(
+                metric=regression.metric,
+                benchmark=regression.benchmark,
+                case_key=regression.case_key,
+                machine_id=regression.machine_id,
+                before_run_id=regression.before_run_id,
+                after_run_id=regression.after_run_id,
+                kind=regression.kind,
+                change_pct=regression.change_pct,
+                ci_low_pct=regression.ci_pct[0],
+                ci_high_pct=regression.ci_pct[1],
+                strength=regression.strength,
+                status=regression.status,
+                note=regression.note,
+                detected_at=now,
+                updated_at=now,
+            )
+            session.add(row)
+            session.flush()
+            return _regression(row), True
+
+    def regressions(self, status: str | None = None) -> list[Regression]:
+        query = select(RegressionRow).order_by(RegressionRow.id.desc())
+        if status is not None:
+            query = query.where(RegressionRow.status == status)
+        with self._session() as session:
+            return [_regression(row) for row in session.scalars(query)]
+
+    def get_regression(self, regression_id: int) -> Regression:
+        with self._session() as session:
+            row = session.get(RegressionRow, regression_id)
+            if row is None:
+                raise RunNotFound(f"no regression with id {regression_id} (see `perfline regressions`)")
+            return _regression(row)
+
+    def set_regression_status(self, regression_id: int, status: str, note: str | None) -> Regression:
+        with self._session.begin() as session:
+            row = session.get(RegressionRow, regression_id)
+            if row is None:
+                raise RunNotFound(f"no regression with id {regression_id} (see `perfline regressions`)")
+            row.status, row.updated_at = status, _now()
+            if note is not None:
+                row.note = note
+            session.flush()
+            return _regression(row)
+
     def kernel_config(self, config_hash: str) -> str | None:
         with self._session() as session:
             row = session.get(KernelConfig, config_hash)
@@ -309,6 +442,26 @@ class Store:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _regression(row: RegressionRow) -> Regression:
+    return Regression(
+        id=row.id,
+        metric=row.metric,
+        benchmark=row.benchmark,
+        case_key=row.case_key,
+        machine_id=row.machine_id,
+        before_run_id=row.before_run_id,
+        after_run_id=row.after_run_id,
+        kind=row.kind,
+        change_pct=row.change_pct,
+        ci_pct=(row.ci_low_pct, row.ci_high_pct),
+        strength=row.strength,
+        status=row.status,
+        note=row.note,
+        detected_at=_aware(row.detected_at),
+        updated_at=_aware(row.updated_at),
+    )
 
 
 def _metric(row: MetricRow) -> Metric:

@@ -1,0 +1,76 @@
+"""What every perfline command shares: consoles, the store, errors, the run context."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from perfline.cli.progress import ProgressObserver
+from perfline.jobs.spec import Case
+from perfline.runner import RunContext, terminate_as_interrupt
+from perfline.store import Store
+from perfline.targets import local
+from perfline.tunables import Journal, restore_leftovers, state_dir
+
+EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+
+# Tables are wide; when stdout is a pipe or file, 80 columns would fold every row.
+console = Console(width=None if sys.stdout.isatty() else 160)
+errors = Console(stderr=True)
+
+
+class State:
+    """Options of the top-level callback that every command needs."""
+
+    db: str | None = None
+
+
+state = State()
+
+
+def restore_crashed_tunables() -> int:
+    """Before anything else: put back what a crashed perfline left changed, and say so."""
+    messages = restore_leftovers(state_dir(), local.boot_id(), local.pid_alive)
+    for message in messages:
+        errors.print(f"[yellow]{escape(message)}[/yellow]", highlight=False, soft_wrap=True)
+    return len(messages)
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    errors.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def open_store() -> Store:
+    store = Store.open(state.db)
+    reaped = store.reap_dead_runs(local.boot_id(), local.hostname(), local.pid_alive)
+    if reaped:
+        errors.print(f"[yellow]marked {reaped} run(s) interrupted: their process had died[/yellow]")
+    return store
+
+
+@contextmanager
+def running(
+    store: Store, cases: list[Case], label: str | None, kernel_commit: str | None
+) -> Iterator[RunContext]:
+    """Progress on stderr, SIGTERM as Ctrl-C, and exit code 130 after an interruption."""
+    with ProgressObserver(errors, cases) as observer, terminate_as_interrupt():
+        try:
+            yield RunContext(
+                store=store,
+                fingerprint=local.fingerprint,
+                observer=observer,
+                journal=Journal(state_dir(), os.getpid(), local.boot_id()),
+                label=label,
+                kernel_commit=kernel_commit,
+            )
+        except KeyboardInterrupt:
+            observer.stop()
+            errors.print("[yellow]interrupted: finished repetitions are stored[/yellow]")
+            raise typer.Exit(EXIT_INTERRUPTED) from None

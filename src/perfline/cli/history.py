@@ -1,0 +1,208 @@
+"""`history`, `detect` and `regressions`: series of stored runs, their change points,
+and the regression records made from them."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from perfline import regressions as records
+from perfline.cli.common import EXIT_FAILED, console, fail, open_store, running
+from perfline.report.compare import comparison_view
+from perfline.report.history import KIND_STYLE, history_table, write_png
+from perfline.series import Series, SeriesError, build_series, read_csv_column
+from perfline.stats.changepoint import ChangePoint, detect as detect_points
+from perfline.store import Regression, RunNotFound, Store
+from perfline.targets import local
+
+RepoOption = Annotated[
+    Optional[Path],
+    typer.Option(help="Git repository of the runs' --kernel-commit: order points by its history."),
+]
+RateOption = Annotated[
+    float,
+    typer.Option(min=1e-9, max=0.5, help="False-alarm rate per test (default: 1 in 1000)."),
+]
+
+
+def _series(store: Store, metric: str | None, case: str | None, machine: str | None,
+            since: datetime | None, repo: Path | None) -> list[Series]:
+    found = store.metric_values(metric=metric, case_key=case, machine_id=machine, since=since)
+    try:
+        return build_series(found, repo)
+    except SeriesError as exc:
+        raise fail(str(exc)) from None
+
+
+def history(
+    metric: Annotated[str, typer.Argument(help="Metric, e.g. tbench.throughput.")],
+    case: Annotated[Optional[str], typer.Option(help="Case key, e.g. clients=4,duration=5.")] = None,
+    machine: Annotated[Optional[str], typer.Option(help="Machine id (default: all).")] = None,
+    repo: RepoOption = None,
+    png: Annotated[Optional[Path], typer.Option(help="Write the graph to this PNG file.")] = None,
+    false_alarm_rate: RateOption = 0.001,
+) -> None:
+    """A metric's series: every point with its spread, change points marked."""
+    all_series = _series(open_store(), metric, case, machine, None, repo)
+    if not all_series:
+        raise fail(f"no stored samples of {metric}" + (f" for case {case}" if case else ""))
+    if png is not None and len(all_series) > 1:
+        cases = "; ".join(f"--case '{s.case_key}'" for s in all_series)
+        raise fail(f"{len(all_series)} series match; pick one for the PNG: {cases}")
+    for series in all_series:
+        changes = series.change_points(false_alarm_rate)
+        console.print(history_table(series, changes))
+        if png is not None:
+            write_png(series, changes, png)
+            console.print(f"graph written to {png}")
+
+
+def detect(
+    metric: Annotated[Optional[str], typer.Option(help="Only this metric.")] = None,
+    since: Annotated[
+        Optional[datetime], typer.Option(help="Only runs started since, e.g. 2026-11-01.")
+    ] = None,
+    repo: RepoOption = None,
+    csv: Annotated[Optional[Path], typer.Option(help="Detect in a CSV column instead of the store.")] = None,
+    column: Annotated[Optional[str], typer.Option(help="With --csv: the column (default: first numeric).")] = None,
+    false_alarm_rate: RateOption = 0.001,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Change points in every stored series (recorded as regressions), or in a CSV column."""
+    if csv is not None:
+        _detect_csv(csv, column, false_alarm_rate, as_json)
+        return
+    store = open_store()
+    found = []
+    for series in _series(store, metric, None, None, since, repo):
+        for change in series.change_points(false_alarm_rate):
+            regression, created = records.record(store, series, change)
+            found.append((series, change, regression, created))
+    if as_json:
+        print(json.dumps([_regression_json(r) | {"new": created} for _, _, r, created in found], indent=2))
+        return
+    if not found:
+        console.print("no change points")
+        return
+    table = Table(title="change points", title_justify="left")
+    for column_name in ("id", "metric", "case", "machine", "between runs", "kind", "change [95% CI]", "strength", ""):
+        table.add_column(column_name)
+    for series, change, regression, created in found:
+        table.add_row(
+            str(regression.id), series.metric.name, series.case_key, series.hostname,
+            f"{regression.before_run_id} → {regression.after_run_id}",
+            Text(regression.kind, style=KIND_STYLE[regression.kind]),
+            f"{change.change_pct:+.1f}% [{change.ci_pct[0]:+.1f}, {change.ci_pct[1]:+.1f}]",
+            f"{change.strength:.1f}",
+            "new" if created else "known",
+        )
+    console.print(table)
+
+
+def _detect_csv(path: Path, column: str | None, rate: float, as_json: bool) -> None:
+    try:
+        name, values = read_csv_column(path, column)
+    except SeriesError as exc:
+        raise fail(str(exc)) from None
+    changes = detect_points(values, false_alarm_rate=rate)
+    document = {
+        "change_points": [
+            {"index": c.index, "change_pct": c.change_pct, "ci_pct": list(c.ci_pct)} for c in changes
+        ],
+        "n": len(values),
+    }
+    if as_json:
+        print(json.dumps(document, indent=2))
+        return
+    console.print(f"{path} column {name!r}: {len(values)} points, {len(changes)} change point(s)")
+    for change in changes:
+        console.print(_describe(change))
+
+
+def _describe(change: ChangePoint) -> str:
+    return (f"  at index {change.index}: {change.change_pct:+.2f}% "
+            f"[{change.ci_pct[0]:+.2f}, {change.ci_pct[1]:+.2f}], strength {change.strength:.1f}")
+
+
+regressions_app = typer.Typer(
+    help="Regressions and improvements found by `perfline detect`, and their status.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+
+
+@regressions_app.callback()
+def list_regressions(
+    ctx: typer.Context,
+    status: Annotated[Optional[str], typer.Option(help=f"Only this status: {', '.join(records.STATUSES)}.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List regression records, newest first."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if status is not None and status not in records.STATUSES:
+        raise fail(f"unknown status {status!r}: use one of {', '.join(records.STATUSES)}")
+    listed = open_store().regressions(status)
+    if as_json:
+        print(json.dumps([_regression_json(r) for r in listed], indent=2))
+        return
+    if not listed:
+        console.print("no regressions recorded" + (f" with status {status}" if status else "")
+                      + "; `perfline detect` finds them")
+        return
+    table = Table(title="regressions", title_justify="left")
+    for name in ("id", "status", "kind", "metric", "case", "runs", "change [95% CI]", "note"):
+        table.add_column(name, overflow="fold")
+    for r in listed:
+        table.add_row(str(r.id), r.status, Text(r.kind, style=KIND_STYLE[r.kind]), r.metric, r.case_key,
+                      f"{r.before_run_id} → {r.after_run_id}",
+                      f"{r.change_pct:+.1f}% [{r.ci_pct[0]:+.1f}, {r.ci_pct[1]:+.1f}]", r.note or "")
+    console.print(table)
+
+
+@regressions_app.command("confirm")
+def confirm_regression(
+    regression_id: Annotated[int, typer.Argument(help="Regression id.")],
+    pairs: Annotated[int, typer.Option(min=5, help="Interleaved pairs to re-run.")] = 10,
+) -> None:
+    """Re-run both sides interleaved on this host: confirmed or false alarm."""
+    store = open_store()
+    try:
+        regression = store.get_regression(regression_id)
+        before, after = records.reproduction_cases(store, regression, pairs, local.fingerprint())
+        with running(store, [before, after], None, None) as ctx:
+            updated, comparison = records.confirm(store, regression_id, ctx, pairs)
+    except (RunNotFound, records.CannotConfirm, records.TransitionError) as exc:
+        raise fail(str(exc), EXIT_FAILED) from None
+    console.print(comparison_view(comparison, alpha=0.01))
+    console.print(f"regression {updated.id}: [bold]{updated.status}[/bold] — {updated.note}")
+
+
+@regressions_app.command("mark")
+def mark_regression(
+    regression_id: Annotated[int, typer.Argument(help="Regression id.")],
+    status: Annotated[str, typer.Argument(help=f"New status: {', '.join(records.STATUSES)}.")],
+    note: Annotated[Optional[str], typer.Option(help="Why, e.g. the fixing commit.")] = None,
+) -> None:
+    """Set a regression's status by hand (e.g. bisected, fixed)."""
+    try:
+        updated = records.transition(open_store(), regression_id, status, note)
+    except (RunNotFound, records.TransitionError) as exc:
+        raise fail(str(exc)) from None
+    console.print(f"regression {updated.id}: {updated.status}")
+
+
+def _regression_json(r: Regression) -> dict[str, object]:
+    return {
+        "id": r.id, "metric": r.metric, "benchmark": r.benchmark, "case": r.case_key,
+        "machine_id": r.machine_id, "before_run": r.before_run_id, "after_run": r.after_run_id,
+        "kind": r.kind, "change_pct": r.change_pct, "ci_pct": list(r.ci_pct),
+        "strength": r.strength, "status": r.status, "note": r.note,
+        "detected_at": r.detected_at.isoformat(), "updated_at": r.updated_at.isoformat(),
+    }

@@ -1,0 +1,105 @@
+"""A series as a terminal view and as a PNG: each point with its spread, change points
+marked with their % change — the "simple daily number, preferably a nice graph"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.table import Table
+from rich.text import Text
+
+from perfline.report.runs import ARROWS, number
+from perfline.series import Series, judge
+from perfline.stats.changepoint import ChangePoint
+from perfline.stats.summary import summarize
+
+BARS = "▁▂▃▄▅▆▇█"
+KIND_STYLE = {"regression": "bold red", "improvement": "bold green", "change": "yellow"}
+
+
+def history_table(series: Series, changes: list[ChangePoint]) -> Table:
+    metric = series.metric
+    title = (
+        f"{metric.name} ({metric.unit}{ARROWS[metric.direction.value]})  {series.benchmark} "
+        f"{series.case_key}  on {series.hostname}, by {series.order}"
+    )
+    table = Table(title=title, title_justify="left")
+    for column in ("#", "point", "runs", "mean", "±stddev", "n", "", "change"):
+        table.add_column(column, justify="right" if column in ("#", "mean", "±stddev", "n") else "left")
+    means = [summarize(p.values).mean for p in series.points]
+    low, high = min(means), max(means)
+    at = {c.index: c for c in changes}
+    for index, (point, mean) in enumerate(zip(series.points, means, strict=True)):
+        summary = summarize(point.values)
+        level = 0 if high == low else round((mean - low) / (high - low) * (len(BARS) - 1))
+        change = at.get(index)
+        marker = Text("")
+        if change is not None:
+            kind = judge(metric, change.change_pct)
+            marker = Text(
+                f"{kind} {change.change_pct:+.1f}% [{change.ci_pct[0]:+.1f}, {change.ci_pct[1]:+.1f}]",
+                style=KIND_STYLE[kind],
+            )
+        table.add_row(
+            str(index),
+            point.name,
+            ",".join(str(r.id) for r in point.runs),
+            number(mean),
+            f"{summary.cv_pct:.1f}%" if summary.mean else "-",
+            str(summary.n),
+            BARS[level],
+            marker,
+        )
+    return table
+
+
+def write_png(series: Series, changes: list[ChangePoint], path: Path) -> None:
+    """Every repetition as a dot, the mean ± stddev per point, change points as lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: the PNG is the product
+    import matplotlib.pyplot as plt
+
+    metric = series.metric
+    figure, axes = plt.subplots(figsize=(max(6.0, 0.35 * len(series.points) + 3), 4.2), dpi=120)
+    xs = range(len(series.points))
+    summaries = [summarize(p.values) for p in series.points]
+    for x, point in zip(xs, series.points, strict=True):
+        axes.scatter([x] * len(point.values), point.values, s=9, color="#9db4d3", zorder=2)
+    axes.errorbar(
+        list(xs),
+        [s.mean for s in summaries],
+        yerr=[s.stddev for s in summaries],
+        fmt="o-",
+        color="#1f4e8c",
+        ecolor="#1f4e8c",
+        capsize=3,
+        markersize=4,
+        linewidth=1,
+        zorder=3,
+        label="mean ± stddev",
+    )
+    for change in changes:
+        kind = judge(metric, change.change_pct)
+        color = {"regression": "#c62828", "improvement": "#2e7d32"}.get(kind, "#f9a825")
+        axes.axvline(change.index - 0.5, color=color, linestyle="--", linewidth=1.2)
+        axes.annotate(
+            f"{change.change_pct:+.1f}%\n[{change.ci_pct[0]:+.1f}, {change.ci_pct[1]:+.1f}]",
+            xy=(change.index - 0.5, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, -4),
+            textcoords="offset points",
+            va="top",
+            fontsize=8,
+            color=color,
+        )
+    axes.set_xticks(list(xs))
+    axes.set_xticklabels([p.name for p in series.points], rotation=60, ha="right", fontsize=7)
+    better = {"higher": " (higher is better)", "lower": " (lower is better)"}.get(metric.direction.value, "")
+    axes.set_ylabel(f"{metric.unit}{better}")
+    axes.set_title(f"{metric.name}  {series.case_key}\n{series.hostname}, by {series.order}", fontsize=9)
+    axes.grid(axis="y", alpha=0.3)
+    axes.legend(fontsize=7, loc="best")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)

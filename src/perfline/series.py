@@ -1,0 +1,150 @@
+"""Series: the values of one metric for one case on one machine, in commit or time order."""
+
+from __future__ import annotations
+
+import csv
+import math
+import subprocess
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfline.metric import Direction, Metric
+from perfline.stats.changepoint import ChangePoint, detect
+from perfline.store import RunInfo, RunValues
+
+
+class SeriesError(ValueError):
+    """Bad input for a series (a CSV file, a git repository); the message says where."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One place in a series: a run, or all runs of one commit; keeps every repetition."""
+
+    runs: tuple[RunInfo, ...]
+    values: tuple[float, ...]
+
+    @property
+    def name(self) -> str:
+        """What the x axis shows: the commit, else the label, else the date."""
+        first = self.runs[0]
+        if first.kernel_commit:
+            return first.kernel_commit[:12]
+        if first.label:
+            return first.label
+        return first.started_at.astimezone().strftime("%m-%d %H:%M")
+
+
+@dataclass(frozen=True)
+class Series:
+    metric: Metric
+    benchmark: str
+    case_key: str
+    machine_id: str
+    hostname: str
+    points: list[Point]
+    order: str  # "commit" or "time"
+
+    def change_points(self, false_alarm_rate: float = 0.001) -> list[ChangePoint]:
+        return detect([list(p.values) for p in self.points], false_alarm_rate=false_alarm_rate)
+
+
+def build_series(found: Iterable[RunValues], repo: Path | None = None) -> list[Series]:
+    """Group run values into series. With `repo`, a series whose runs all name a kernel
+    commit is ordered by that git history (runs of one commit pooled into one point);
+    otherwise each run is a point, in the order the runs started."""
+    groups: dict[tuple[str, str, str, str], list[RunValues]] = defaultdict(list)
+    for item in found:
+        groups[(item.metric.name, item.run.benchmark, item.run.case_key, item.machine_id)].append(item)
+    series = []
+    for (_, benchmark, case_key, machine_id), items in sorted(groups.items()):
+        commits = [item.run.kernel_commit for item in items]
+        if repo is not None and all(commits):
+            points, order = _by_commit(items, commit_order(repo, {c for c in commits if c})), "commit"
+        else:
+            points, order = [Point((i.run,), tuple(i.values)) for i in items], "time"
+        series.append(Series(items[0].metric, benchmark, case_key, machine_id,
+                             items[0].run.hostname, points, order))
+    return series
+
+
+def _by_commit(items: list[RunValues], order: dict[str, int]) -> list[Point]:
+    pooled: dict[str, list[RunValues]] = defaultdict(list)
+    for item in items:
+        assert item.run.kernel_commit is not None
+        pooled[item.run.kernel_commit].append(item)
+    return [
+        Point(tuple(i.run for i in group), tuple(v for i in group for v in i.values))
+        for _, group in sorted(pooled.items(), key=lambda kv: order[kv[0]])
+    ]
+
+
+def commit_order(repo: Path, commits: set[str]) -> dict[str, int]:
+    """Position of each commit in topological order (oldest first), from git itself.
+
+    Only the history between the commits' merge base and the commits is walked, so a
+    kernel tree's million commits are not listed to order a few dozen runs.
+    """
+    full = {c: _git(repo, "rev-parse", "--verify", "--quiet", f"{c}^{{commit}}").strip() for c in commits}
+    base = _git(repo, "merge-base", "--octopus", *full.values()).strip() if len(full) > 1 else ""
+    walk = _git(repo, "rev-list", "--topo-order", "--reverse", *full.values(), *(["--not", f"{base}^@"] if base else []))
+    position = {sha: i for i, sha in enumerate(walk.split())}
+    return {c: position[sha] for c, sha in full.items()}
+
+
+def _git(repo: Path, *args: str) -> str:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        detail = proc.stderr.strip() or f"git {args[0]} failed"
+        raise SeriesError(f"{repo}: {detail} (is every run's --kernel-commit in this repository?)")
+    return proc.stdout
+
+
+def judge(metric: Metric, change_pct: float) -> str:
+    """regression / improvement by the metric's direction; `change` for neutral ones."""
+    if metric.direction is Direction.NEUTRAL:
+        return "change"
+    better = (change_pct > 0) == (metric.direction is Direction.HIGHER)
+    return "improvement" if better else "regression"
+
+
+def read_csv_column(path: Path, column: str | None = None) -> tuple[str, list[float]]:
+    """(column name, values) of one numeric column of a CSV file with a header: the named
+    one, else the first whose first data value is a number. Errors name file and line."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SeriesError(f"{path}: cannot read: {exc.strerror}") from None
+    rows = list(csv.reader(text.splitlines()))
+    if len(rows) < 2:
+        raise SeriesError(f"{path}:1: expected a header line and at least one data line")
+    header = [name.strip() for name in rows[0]]
+    if column is not None:
+        if column not in header:
+            raise SeriesError(f"{path}:1: no column {column!r}; the header has {', '.join(header)}")
+        index = header.index(column)
+    else:
+        numeric = [i for i, cell in enumerate(rows[1]) if _number(cell) is not None]
+        if not numeric:
+            raise SeriesError(f"{path}:2: no numeric column; name one with --column")
+        index = numeric[0]
+    values = []
+    for line, row in enumerate(rows[1:], start=2):
+        value = _number(row[index]) if index < len(row) else None
+        if value is None:
+            cell = row[index] if index < len(row) else ""
+            raise SeriesError(
+                f"{path}:{line}: {header[index]!r} is {cell!r}, not a number; fix or delete the line"
+            )
+        values.append(value)
+    return header[index], values
+
+
+def _number(cell: str) -> float | None:
+    try:
+        value = float(cell)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
