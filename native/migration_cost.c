@@ -7,11 +7,15 @@
  *
  * For every ordered pair (SRC, DST) of the chosen CPUs, each repetition:
  *   pin to SRC, dirty every cache line of a buffer sized to the last-level
- *   cache, re-touch it on SRC (timed: the cache-hot baseline), pin to DST and
- *   re-touch it there (timed: the migrated task's first pass over its data).
- * The cost of one repetition is the cross-CPU touch minus the same-CPU touch;
- * medians and MADs over the repetitions are reported. SRC == DST pairs are the
- * seed's diagonal: a no-op migration, so their cost is the noise floor.
+ *   cache, pin to DST, touch it there (timed: the migrated task's first pass
+ *   over its data), touch it again (timed: the cache-hot baseline, now that
+ *   DST has dirtied it).
+ * The cost of one repetition is the first touch minus the second. Both run on
+ * DST, so CPUs of different speeds (big.LITTLE, vCPUs on busier host cores)
+ * do not pass for a migration cost; Ingo's patch subtracted each CPU's own
+ * non-migrating time for the same reason. Medians and MADs over the
+ * repetitions are reported. SRC == DST pairs are the seed's diagonal: a no-op
+ * migration, so their cost is the noise floor.
  *
  * Ingo's later versions swept the buffer size to find where the cost peaks;
  * here one size is measured per run and a job matrix over --size sweeps it.
@@ -22,8 +26,8 @@
  *   cache_size=33554432 cache_level=3 line_size=64 cpu_mhz=2596.128
  *   src=0 dst=1 repeat=20 hot_median_ns=N hot_min_ns=N median_ns=N min_ns=N
  *       mad_ns=N cost_ns=N cost_mad_ns=N            (one line in the output)
- * median/min/mad describe the cross-CPU touch; cost_ns may be negative when
- * migrating is free. cache_level is absent when --size is given, cpu_mhz when
+ * median/min/mad describe the touch after migrating, hot_* the one after it;
+ * cost_ns may be negative when migrating is free. cache_level is absent when --size is given, cpu_mhz when
  * /proc/cpuinfo has no "cpu MHz" (arm64, some VMs).
  *
  * Exit status: 0 measured, 1 the system refused (affinity, memory, no cache
@@ -437,10 +441,10 @@ int main(int argc, char **argv)
 			if (!migrate(src))
 				return EXIT_REFUSED;
 			touch(&buf);
-			hot_ns[at] = timed_touch(&buf);
 			if (!migrate(dst))
 				return EXIT_REFUSED;
 			cross_ns[at] = timed_touch(&buf);
+			hot_ns[at] = timed_touch(&buf);
 		}
 	}
 	printf("cache_size=%" PRIu64, size);
