@@ -27,8 +27,8 @@
  *   src=0 dst=1 repeat=20 hot_median_ns=N hot_min_ns=N median_ns=N min_ns=N
  *       mad_ns=N cost_ns=N cost_mad_ns=N            (one line in the output)
  * median/min/mad describe the touch after migrating, hot_* the one after it;
- * cost_ns may be negative when migrating is free. cache_level is absent when --size is given, cpu_mhz when
- * /proc/cpuinfo has no "cpu MHz" (arm64, some VMs).
+ * cost_ns may be negative when migrating is free. cache_level is absent when
+ * --size is given, cpu_mhz when /proc/cpuinfo has no "cpu MHz" (arm64, some VMs).
  *
  * Exit status: 0 measured, 1 the system refused (affinity, memory, no cache
  * size in sysfs), 2 bad usage.

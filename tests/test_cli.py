@@ -59,7 +59,7 @@ def wait_for_samples(db: Path, count: int, proc: subprocess.Popen[str]) -> None:
 def test_list_names_every_benchmark_and_monitor(tmp_path: Path) -> None:
     out = perfline(tmp_path / "db", "list").stdout
     for name in ("ftrace-switch", "sched-pipe", "hackbench", "tbench", "cpu-latency", "pgbench",
-                 "command", "proc-stat", "vmstat", "perf-stat"):
+                 "command", "proc-stat", "vmstat", "perf-stat", "migration-cost"):
         assert name in out
     assert "unavailable" not in out
 
@@ -179,6 +179,7 @@ TINY = {
     "hackbench": ["groups=1", "loops=20"],
     "tbench": ["clients=1", "duration=2"],
     "cpu-latency": ["duration_ms=100"],
+    "migration-cost": ["size=262144", "repeat=3"],
     "pgbench": ["scale=1", "duration=2", "clients=1"],
 }
 

@@ -70,7 +70,8 @@ def parse_size(text: str) -> int | None:
 
 @dataclass(frozen=True)
 class PairCost:
-    """One ordered CPU pair; `median/min/mad` describe the touch after migrating."""
+    """One ordered CPU pair, in ns: `median/min/mad` of the first touch after migrating,
+    `hot_*` of the next one on the same CPU, `cost` of their difference."""
 
     src: int
     dst: int
@@ -163,8 +164,8 @@ def format_matrix(result: MigrationResult) -> str:
     cross = result.cross_cpu()
     lines += [
         rule,
-        f"cost(MAD) in µs, {result.pairs[0].repeat} migration(s) per pair: re-touch after "
-        "migrating minus re-touch on the same CPU",
+        f"cost(MAD) in µs, {result.pairs[0].repeat} migration(s) per pair: first touch after "
+        "migrating minus the next one",
         "the diagonal migrates nowhere: its spread is the noise floor",
     ]
     if cross:
