@@ -10,15 +10,8 @@ from pathlib import Path
 import pytest
 
 from perfline.benchmarks import BENCHMARKS, BenchmarkUnavailable
-from perfline.benchmarks.ftrace_switch import (
-    SECURITYFS,
-    TRACEFS,
-    FtraceSwitch,
-    is_mounted,
-    lockdown_mode,
-    mounted,
-    parse_tracers,
-)
+from perfline.benchmarks.ftrace_switch import FtraceSwitch, parse_tracers
+from perfline.benchmarks.tracefs import SECURITYFS, TRACEFS, is_mounted, lockdown_mode, mounted
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="tracefs is writable only by root")
 
@@ -116,7 +109,9 @@ def test_function_tracer_refused_clearly_or_run(
     except BenchmarkUnavailable as exc:
         message = str(exc)
         assert "EPERM" in message and "lockdown" in message, message
-        assert "tracers: " in message and "function" not in message.split("tracers: ")[1]
+        suggested = message.split("tracers: ")[1].split("`")[0]
+        assert "function" not in suggested
+        assert "ftrace-events" in message
     else:
         assert measurements[0].value > 0
     assert tracefs_state() == before

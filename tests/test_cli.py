@@ -58,8 +58,9 @@ def wait_for_samples(db: Path, count: int, proc: subprocess.Popen[str]) -> None:
 
 def test_list_names_every_benchmark_and_monitor(tmp_path: Path) -> None:
     out = perfline(tmp_path / "db", "list").stdout
-    for name in ("ftrace-switch", "sched-pipe", "hackbench", "tbench", "cpu-latency", "pgbench",
-                 "command", "proc-stat", "vmstat", "perf-stat", "migration-cost"):
+    for name in ("ftrace-switch", "ftrace-events", "rcu-gp", "sched-pipe", "hackbench", "tbench",
+                 "cpu-latency", "cyclictest", "pgbench", "command", "proc-stat", "vmstat",
+                 "perf-stat", "migration-cost"):
         assert name in out
     assert "unavailable" not in out
 
@@ -175,11 +176,14 @@ def test_job_matrix_runs_every_case(tmp_path: Path) -> None:
 # and ftrace-switch's own tests cover that refusal.
 TINY = {
     "ftrace-switch": ["iterations=3", "tracers=blk,nop"],
+    "ftrace-events": ["iterations=3"],
+    "rcu-gp": ["iterations=3"],
     "sched-pipe": ["loops=2000"],
     "hackbench": ["groups=1", "loops=20"],
     "tbench": ["clients=1", "duration=2"],
     "cpu-latency": ["duration_ms=100"],
     "migration-cost": ["size=262144", "repeat=3"],
+    "cyclictest": ["duration=1"],
     "pgbench": ["scale=1", "duration=2", "clients=1"],
 }
 

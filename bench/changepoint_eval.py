@@ -1,0 +1,376 @@
+"""Evaluate perfline's change-point detector against baselines, side by side.
+
+    .venv/bin/python bench/changepoint_eval.py [--quick]
+
+Datasets:
+- TCPD: the univariate evaluation series of the Turing Change Point Dataset found under
+  ../shared/data/tcpd (read in place, never copied), normalized as TCPDBench does, and
+  scored with TCPDBench's F1 (margin 5, precision against the union of the annotators,
+  recall averaged over them, index 0 counted as a change point).
+- synthetic: performance-like series from a seeded generator (1-3 % noise that is
+  normal, Student-t, lognormal or bimodal; AR(1); outliers; steps of 2-10 %; 50-2000
+  points, some with repetitions per point; a third without any change), scored with the
+  same F1 against the true change points.
+
+"false alarms/1000" counts detections farther than the margin from every true (or
+annotated) change point, per 1000 points. "seconds" is the detector's own time summed
+over the dataset. Last, one 10,000-point series is timed for every method.
+
+Baselines (bench/changepoint_baselines.py): the zero detector, ruptures Pelt and Binseg
+with a BIC penalty, apache-otava and signal-processing-algorithms' E-Divisive with
+their defaults. The last two cannot be installed next to perfline (conflicting numpy
+pins) and run from their own venvs: bench/setup_changepoint_baselines.sh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import changepoint_baselines as baselines
+from perfline.stats.changepoint import detect
+
+REPO = Path(__file__).resolve().parent.parent
+MARGIN = 5
+
+# TCPDBench's published default-setting F1 (analysis/output/scores/default_f1_scores.json)
+# averaged over the 26 univariate evaluation series present here; binseg and pelt
+# failed on uk_coal_employ (missing values), their means are over the other 25.
+PUBLISHED_TCPD_F1 = {"binseg": 0.690, "pelt": 0.684, "bocpd": 0.653, "zero": 0.642, "ecp": 0.593}
+
+
+# --- scoring: TCPDBench's metrics.py (van den Burg & Williams, 2020) -------------------
+
+
+def true_positives(truth: set[int], predicted: set[int], margin: int = MARGIN) -> set[int]:
+    """True change points matched by a prediction within the margin, each used once."""
+    unused = set(predicted)
+    matched: set[int] = set()
+    for tau in truth:
+        close = sorted((abs(tau - x), x) for x in unused if abs(tau - x) <= margin)
+        if close:
+            matched.add(tau)
+            unused.remove(close[0][1])
+    return matched
+
+
+def f_measure(annotations: dict[str, list[int]], predicted: Sequence[int], margin: int = MARGIN) -> float:
+    """F1 with precision against the union of annotators and recall averaged over them."""
+    per_annotator = [set(cps) | {0} for cps in annotations.values()]
+    union = set().union(*per_annotator)
+    found = set(predicted) | {0}
+    precision = len(true_positives(union, found, margin)) / len(found)
+    recall = sum(len(true_positives(t, found, margin)) / len(t) for t in per_annotator) / len(per_annotator)
+    return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+
+
+def false_alarms(annotations: dict[str, list[int]], predicted: Sequence[int], margin: int = MARGIN) -> int:
+    truth = set().union(*(set(cps) for cps in annotations.values())) | {0}
+    return sum(1 for x in set(predicted) - {0} if all(abs(x - t) > margin for t in truth))
+
+
+# --- datasets ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    points: list[list[float]]  # repetitions per point; NaN marks a missing point
+    annotations: dict[str, list[int]]
+
+    def values(self) -> np.ndarray:
+        """One value per point for detectors that take no repetitions: the median."""
+        return np.array([np.median(p) for p in self.points])
+
+
+def load_tcpd(root: Path) -> list[Case]:
+    annotations = json.loads((root / "annotations.json").read_text())
+    cases = []
+    for name in sorted(annotations):
+        path = root / name / f"{name}.json"
+        # Quality-control series only vetted the annotators; TCPDBench leaves them out.
+        if not path.exists() or name.startswith("quality_control"):
+            continue
+        data = json.loads(path.read_text())
+        if data["n_dim"] != 1:
+            continue
+        raw = np.array([np.nan if v is None else v for v in data["series"][0]["raw"]], dtype=float)
+        # TCPDBench normalizes every series before any method sees it.
+        values = (raw - np.nanmean(raw)) / np.nanstd(raw, ddof=1)
+        cases.append(Case(name, [[v] for v in values], annotations[name]))
+    return cases
+
+
+def _noise(rng: np.random.Generator, kind: str, size: int) -> np.ndarray:
+    """Zero-mean, unit-variance noise of the given shape."""
+    if kind == "normal":
+        return rng.standard_normal(size)
+    if kind == "student-t":
+        return rng.standard_t(3, size) / math.sqrt(3.0)
+    if kind == "lognormal":
+        s = 0.5
+        x = rng.lognormal(0.0, s, size)
+        return (x - math.exp(s * s / 2)) / math.sqrt((math.exp(s * s) - 1) * math.exp(s * s))
+    # bimodal: a second mode two units up taken 30 % of the time, like a cache that
+    # sometimes misses.
+    x = (rng.random(size) < 0.3) * 2.0 - 0.6 + 0.5 * rng.standard_normal(size)
+    return x / math.sqrt(0.21 * 4.0 + 0.25)
+
+
+def _ar1(rng: np.random.Generator, kind: str, size: int, phi: float) -> np.ndarray:
+    innovations = _noise(rng, kind, size) * math.sqrt(1.0 - phi * phi)
+    out = np.empty(size)
+    previous = _noise(rng, kind, 1)[0]
+    for i, e in enumerate(innovations):
+        previous = phi * previous + e
+        out[i] = previous
+    return out
+
+
+def _change_points(rng: np.random.Generator, n: int) -> list[int]:
+    if rng.random() < 1 / 3:
+        return []
+    wanted = int(rng.integers(1, min(5, n // 40) + 1))
+    chosen: list[int] = []
+    for candidate in rng.permutation(np.arange(10, n - 10)):
+        if all(abs(candidate - c) >= 20 for c in chosen):
+            chosen.append(int(candidate))
+        if len(chosen) == wanted:
+            break
+    return sorted(chosen)
+
+
+def synthetic_case(rng: np.random.Generator, number: int) -> Case:
+    n = int(rng.choice([50, 100, 200, 500, 1000, 2000]))
+    kind = str(rng.choice(["normal", "student-t", "lognormal", "bimodal"]))
+    sd = rng.uniform(0.01, 0.03)
+    phi = 0.0 if rng.random() < 0.5 else rng.uniform(0.1, 0.4)
+    outlier_rate = 0.01 if rng.random() < 0.5 else 0.0
+    repetitions = int(rng.integers(3, 6)) if rng.random() < 0.25 else 1
+    cps = _change_points(rng, n)
+    level = np.full(n, 100.0)
+    for cp in cps:
+        level[cp:] *= 1.0 + rng.choice([-1.0, 1.0]) * rng.uniform(0.02, 0.10)
+    if repetitions == 1:
+        samples = level[:, None] * (1.0 + sd * _ar1(rng, kind, n, phi))[:, None]
+    else:
+        # Between-run noise (boot, layout) carries the autocorrelation; repetitions
+        # within a run add their own.
+        between = 0.6 * sd * _ar1(rng, kind, n, phi)
+        within = 0.8 * sd * _noise(rng, kind, n * repetitions).reshape(n, repetitions)
+        samples = level[:, None] * (1.0 + between[:, None] + within)
+    spikes = rng.random(samples.shape) < outlier_rate
+    samples[spikes] *= 1.0 + rng.uniform(0.1, 0.5, int(spikes.sum()))
+    label = f"s{number:03d}-{kind}-n{n}-r{repetitions}-phi{phi:.1f}-k{len(cps)}"
+    return Case(label, samples.tolist(), {"truth": cps})
+
+
+def synthetic(seed: int, count: int) -> list[Case]:
+    rng = np.random.default_rng(seed)
+    return [synthetic_case(rng, i) for i in range(count)]
+
+
+def long_series(seed: int, n: int = 10_000) -> Case:
+    """A 10,000-point series with a handful of steps, for timing."""
+    rng = np.random.default_rng(seed)
+    cps = [1500, 3000, 5200, 7000, 8800]
+    level = np.full(n, 100.0)
+    for cp, step in zip(cps, [0.05, -0.03, 0.04, -0.06, 0.03], strict=True):
+        level[cp:] *= 1.0 + step
+    values = level * (1.0 + 0.02 * _ar1(rng, "student-t", n, 0.2))
+    return Case("long", [[v] for v in values], {"truth": cps})
+
+
+# --- methods -----------------------------------------------------------------------------
+
+
+@dataclass
+class Method:
+    name: str
+    run: Callable[[list[Case]], list[tuple[list[int], float]]] | None
+    unavailable: str = ""
+
+
+def _perfline(cases: list[Case]) -> list[tuple[list[int], float]]:
+    results = []
+    for case in cases:
+        start = time.perf_counter()
+        found = [cp.index for cp in detect(case.points)]
+        results.append((found, time.perf_counter() - start))
+    return results
+
+
+def _without_missing(case: Case) -> tuple[np.ndarray, np.ndarray]:
+    """Values without missing points and the original index of each kept point."""
+    values = case.values()
+    kept = np.flatnonzero(np.isfinite(values))
+    return values[kept], kept
+
+
+def _remap(found: list[int], kept: np.ndarray) -> list[int]:
+    return [int(kept[i]) for i in found if 0 <= i < len(kept)]
+
+
+def _in_process(name: str) -> Callable[[list[Case]], list[tuple[list[int], float]]]:
+    def run(cases: list[Case]) -> list[tuple[list[int], float]]:
+        results = []
+        for case in cases:
+            values, kept = _without_missing(case)
+            [outcome] = baselines.run_timed(name, [values.tolist()])
+            results.append((_remap(outcome["change_points"], kept), outcome["seconds"]))
+        return results
+
+    return run
+
+
+def _in_venv(name: str, python: Path) -> Callable[[list[Case]], list[tuple[list[int], float]]]:
+    def run(cases: list[Case]) -> list[tuple[list[int], float]]:
+        prepared = [_without_missing(case) for case in cases]
+        request = {"method": name, "series": [values.tolist() for values, _ in prepared]}
+        output = subprocess.run(
+            [str(python), str(Path(baselines.__file__))],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        outcomes = json.loads(output)
+        return [
+            (_remap(o["change_points"], kept), o["seconds"])
+            for o, (_, kept) in zip(outcomes, prepared, strict=True)
+        ]
+
+    return run
+
+
+def _venv_method(label: str, name: str, python: Path, package: str) -> Method:
+    if python.exists():
+        return Method(label, _in_venv(name, python))
+    return Method(label, None, f"{package}: no venv at {python} (bench/setup_changepoint_baselines.sh)")
+
+
+def _ruptures_method(label: str, name: str) -> Method:
+    try:
+        import ruptures  # noqa: F401
+    except ImportError:
+        return Method(label, None, "ruptures not installed (pip install -e .[eval])")
+    return Method(label, _in_process(name))
+
+
+def methods(args: argparse.Namespace) -> list[Method]:
+    return [
+        Method("perfline", _perfline),
+        _venv_method("otava", "otava", args.otava_python, "apache-otava"),
+        _venv_method("e-divisive", "edivisive", args.edivisive_python, "signal-processing-algorithms"),
+        _ruptures_method("ruptures Pelt BIC", "ruptures-pelt"),
+        _ruptures_method("ruptures Binseg BIC", "ruptures-binseg"),
+        Method("zero", _in_process("zero")),
+    ]
+
+
+# --- evaluation --------------------------------------------------------------------------
+
+
+@dataclass
+class Score:
+    f1: float = math.nan
+    false_alarms_per_1000: float = math.nan
+    seconds: float = math.nan
+    per_case: dict[str, list[int]] = field(default_factory=dict)
+
+
+def evaluate(method: Method, cases: list[Case]) -> Score:
+    if method.run is None:
+        return Score()
+    outcomes = method.run(cases)
+    f1 = [f_measure(c.annotations, found) for c, (found, _) in zip(cases, outcomes, strict=True)]
+    alarms = sum(false_alarms(c.annotations, found) for c, (found, _) in zip(cases, outcomes, strict=True))
+    points = sum(len(c.points) for c in cases)
+    return Score(
+        f1=float(np.mean(f1)),
+        false_alarms_per_1000=1000.0 * alarms / points,
+        seconds=sum(seconds for _, seconds in outcomes),
+        per_case={c.name: found for c, (found, _) in zip(cases, outcomes, strict=True)},
+    )
+
+
+def _cell(value: float, digits: int) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.{digits}f}"
+
+
+def print_table(rows: list[tuple[Method, dict[str, Score]]], datasets: list[str]) -> None:
+    header = f"{'method':<22}" + "".join(f"| {d:<30}" for d in datasets)
+    sub = f"{'':<22}" + "".join(f"| {'F1':>6} {'FA/1000':>9} {'seconds':>10}  " for _ in datasets)
+    print(header)
+    print(sub)
+    print("-" * len(sub))
+    for method, scores in rows:
+        line = f"{method.name:<22}"
+        for d in datasets:
+            s = scores[d]
+            line += f"| {_cell(s.f1, 3):>6} {_cell(s.false_alarms_per_1000, 2):>9} {_cell(s.seconds, 2):>10}  "
+        print(line)
+    for method, _ in rows:
+        if method.unavailable:
+            print(f"  {method.name}: not run: {method.unavailable}")
+
+
+def print_timing(all_methods: list[Method], case: Case, skip: set[str]) -> None:
+    print(f"\n{len(case.points):,}-point series ({len(case.annotations['truth'])} steps, t noise, AR 0.2):")
+    times: dict[str, float] = {}
+    for method in all_methods:
+        if method.run is None or method.name in skip or method.name == "zero":
+            continue
+        [(found, seconds)] = method.run([case])
+        times[method.name] = seconds
+        print(f"  {method.name:<22} {seconds:9.3f} s  F1 {f_measure(case.annotations, found):.3f}")
+    if "otava" in times and "perfline" in times:
+        print(f"  perfline is {times['otava'] / times['perfline']:.0f}x faster than otava")
+    for name in sorted(skip):
+        print(f"  {name:<22} skipped: O(n^2) distance matrix and 100 permutations per change")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer synthetic series, no 10,000-point E-Divisive")
+    parser.add_argument("--tcpd", type=Path, default=REPO.parent / "shared" / "data" / "tcpd")
+    parser.add_argument("--seed", type=int, default=2024)
+    parser.add_argument("--otava-python", type=Path, default=REPO / ".venv/eval/otava/bin/python")
+    parser.add_argument("--edivisive-python", type=Path, default=REPO / ".venv/eval/edivisive/bin/python")
+    parser.add_argument("--only", nargs="*", help="run only these methods")
+    parser.add_argument("--details", action="store_true", help="print per-series F1 of perfline")
+    args = parser.parse_args()
+
+    datasets = {
+        "TCPD (26 univariate)": load_tcpd(args.tcpd),
+        f"synthetic ({40 if args.quick else 200} series)": synthetic(args.seed, 40 if args.quick else 200),
+    }
+    all_methods = [m for m in methods(args) if not args.only or m.name in args.only]
+    rows = []
+    for method in all_methods:
+        print(f"running {method.name} ...", file=sys.stderr, flush=True)
+        rows.append((method, {name: evaluate(method, cases) for name, cases in datasets.items()}))
+    print()
+    print_table(rows, list(datasets))
+    published = ", ".join(f"{k} {v:.3f}" for k, v in PUBLISHED_TCPD_F1.items())
+    print(f"  TCPDBench published default F1 on the same TCPD series: {published}")
+    if args.details:
+        for (method, scores) in rows[:1]:
+            for name, cases in datasets.items():
+                for case in cases:
+                    found = scores[name].per_case[case.name]
+                    print(f"  {case.name:<40} F1 {f_measure(case.annotations, found):.3f} found {found}")
+    print_timing(all_methods, long_series(args.seed), {"e-divisive"} if args.quick else set())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""rcu-gp: RCU grace-period latency, the quantity behind the seed's ftrace slowdown.
+
+Runs native/rcu_gp, which times membarrier(MEMBARRIER_CMD_GLOBAL), a synchronize_rcu()
+in the kernel; its header explains the method and when the kernel cannot do it. Unlike
+ftrace-switch and ftrace-events it needs no tracefs, so it also runs under lockdown
+and measures grace periods alone, without ftrace's own work around them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfline.benchmarks.base import (
+    Benchmark,
+    BenchmarkFailed,
+    BenchmarkUnavailable,
+    Param,
+)
+from perfline.metric import Direction, Measurement, Metric
+from perfline.native import native_binary
+from perfline.process import CommandFailed, ToolMissing, run
+
+# Knobs that decide what a "grace period" is here: expedited ones take microseconds, not
+# jiffies, so a run with rcu_expedited=1 is not comparable with one without.
+RCU_SETTINGS = {
+    "rcu_expedited": Path("/sys/kernel/rcu_expedited"),
+    "rcu_normal": Path("/sys/kernel/rcu_normal"),
+}
+# Normal grace periods take a few jiffies; a second each is far beyond even an idle,
+# HZ=100 system, and RCU's own stall warning fires at 21 s.
+TIMEOUT_PER_GP_S = 1.0
+TIMEOUT_SLACK_S = 30.0
+
+MS_PER_GP = Metric(
+    "rcu-gp.ms_per_gp",
+    "ms",
+    Direction.LOWER,
+    "mean wall time of membarrier(MEMBARRIER_CMD_GLOBAL), one synchronize_rcu() each",
+)
+MAX_MS = Metric(
+    "rcu-gp.max_ms",
+    "ms",
+    Direction.LOWER,
+    "longest membarrier(MEMBARRIER_CMD_GLOBAL) call of the repetition",
+)
+
+
+@dataclass(frozen=True)
+class GracePeriods:
+    calls: int
+    mean_ns: int
+    max_ns: int
+
+
+def parse_output(text: str) -> GracePeriods:
+    """The one `calls=N mean_ns=N median_ns=N min_ns=N max_ns=N` line of rcu_gp."""
+    lines = text.strip().splitlines()
+    if len(lines) != 1:
+        raise ValueError(f"expected one line from rcu_gp, got {len(lines)}")
+    fields = dict(field.partition("=")[::2] for field in lines[0].split())
+    try:
+        return GracePeriods(int(fields["calls"]), int(fields["mean_ns"]), int(fields["max_ns"]))
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"unexpected rcu_gp line {lines[0]!r}") from exc
+
+
+class RcuGp(Benchmark):
+    name = "rcu-gp"
+    summary = "RCU grace-period latency: membarrier(MEMBARRIER_CMD_GLOBAL), a synchronize_rcu()"
+    params = (Param("iterations", int, 50, "grace periods waited for per repetition", minimum=1),)
+    metrics = (MS_PER_GP, MAX_MS)
+
+    _binary: Path
+
+    def setup(self) -> None:
+        try:
+            self._binary = native_binary("rcu_gp")
+        except ToolMissing as exc:
+            raise BenchmarkUnavailable(str(exc)) from exc
+        # One grace period shows a kernel without membarrier or MEMBARRIER_CMD_GLOBAL now,
+        # not as a failure of every repetition.
+        try:
+            self._measure(1)
+        except BenchmarkFailed as exc:
+            raise BenchmarkUnavailable(f"{exc}\n{exc.output_tail}") from exc
+
+    def run_once(self) -> list[Measurement]:
+        periods = self._measure(int(self.values["iterations"]))
+        return [
+            Measurement(MS_PER_GP, periods.mean_ns / 1e6),
+            Measurement(MAX_MS, periods.max_ns / 1e6),
+        ]
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            name: path.read_text().strip() if path.exists() else None
+            for name, path in RCU_SETTINGS.items()
+        }
+
+    def _measure(self, iterations: int) -> GracePeriods:
+        argv = [str(self._binary), f"--iterations={iterations}"]
+        timeout = iterations * TIMEOUT_PER_GP_S + TIMEOUT_SLACK_S
+        try:
+            output = run(argv, timeout=timeout).stdout
+        except CommandFailed as exc:
+            raise BenchmarkFailed(str(exc), exc.output_tail) from exc
+        try:
+            return parse_output(output)
+        except ValueError as exc:
+            raise BenchmarkFailed(f"rcu-gp: {exc}", output) from exc

@@ -1,0 +1,383 @@
+"""Change points in a performance series: where its level shifts, by how much, how surely.
+
+The method is written up in docs/statistics-changepoint.md; in short:
+
+- Each point is scored by the mean mid-rank of its repetitions among all samples of the
+  segment under test, so outliers and heavy tails weigh no more than any other sample
+  and a point with several agreeing repetitions scores sharper than a single run.
+- A segment is tested with the standardized two-sample rank scan (a Mann–Whitney z for
+  every split), divided by a long-run variance factor for AR(1)-like noise that is
+  estimated from lag-1 and lag-2 differences, so level shifts barely bias it.
+- The p-value is that of the *maximum* over all splits under the null of no change:
+  Siegmund's tail approximation for the maximum of a standardized bridge (with his
+  discreteness correction) on long segments, a seeded permutation test on short ones.
+- Binary segmentation splits while a segment's p-value is below the false-alarm rate;
+  then each change point is re-tested, re-placed and kept only if it is still
+  significant between its neighbours.
+- Magnitude: Hodges–Lehmann shift between the neighbouring segments (on log values when
+  all are positive), with the Mann–Whitney (Moses) interval widened by the same
+  long-run variance factor.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.special import ndtr, ndtri
+
+# A change needs this many points on each side. One or two deviant points in a row look
+# the same as outliers; with single-run points the rank scan could not make them
+# significant anyway, with repetitions it could, and that is what we rule out.
+MIN_SEGMENT = 3
+
+# Long-run variance factor (1 + rho) / (1 - rho) is capped at rho = 0.9, i.e. at 19: a
+# series more correlated than that is a trend or a random walk, not noise around a
+# level, and dividing by an unbounded factor would hide every change in it.
+_MAX_RHO = 0.9
+
+# Segments up to this many points get a permutation p-value: there the tail
+# approximation is too conservative (rank statistics are bounded near the ends).
+_PERMUTATION_MAX_POINTS = 150
+# Sequential Monte Carlo (Besag & Clifford): stop after this many permuted statistics at
+# least as large as the observed one, since the p-value is then clearly above the level.
+_PERMUTATION_STOP_EXCEEDANCES = 10
+_PERMUTATION_MAX_DRAWS = 100_000
+_PERMUTATION_BATCH_CELLS = 2_000_000
+
+# Hodges–Lehmann on all pairs is O(n1 * n2); beyond this many points per side the
+# points nearest to the change are used, which is also the level a reader compares.
+_MAGNITUDE_MAX_SIDE = 250
+_CI_LEVEL = 0.95
+_MAX_MOVE_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    index: int  # 0-based index of the first point after the change
+    change_pct: float  # % change of the level after vs before (Hodges–Lehmann)
+    ci_pct: tuple[float, float]  # 95% CI of change_pct
+    strength: float  # -log10(p_value)
+    p_value: float  # calibrated for the split being the best of its segment
+
+
+@dataclass(frozen=True)
+class _Series:
+    """Points with at least one finite value, flattened for vectorized ranking."""
+
+    values: NDArray[np.float64]  # all samples, point after point
+    starts: NDArray[np.intp]  # offset of each point's first sample; one extra at the end
+    summaries: NDArray[np.float64]  # median of each point's samples
+    positions: NDArray[np.intp]  # index of each kept point in the caller's sequence
+
+    def __len__(self) -> int:
+        return len(self.summaries)
+
+    def scores(self, a: int, b: int) -> NDArray[np.float64]:
+        """Mean mid-rank of each point's samples among all samples of points a..b-1, in (0, 1]."""
+        lo, hi = self.starts[a], self.starts[b]
+        ranks = _midranks(self.values[lo:hi]) / (hi - lo)
+        offsets = self.starts[a:b] - lo
+        counts = np.diff(self.starts[a : b + 1])
+        return np.add.reduceat(ranks, offsets) / counts
+
+
+def detect(
+    points: Sequence[Sequence[float]] | Sequence[float],
+    *,
+    false_alarm_rate: float = 0.001,
+    seed: int = 0,
+) -> list[ChangePoint]:
+    """Change points of a series whose points are values or lists of repetitions.
+
+    `false_alarm_rate` is the level of every test (one per segment), so a series without
+    a change gets a false change point with about that probability, and a series with
+    changes about that many per segment. Points without a finite value are skipped;
+    indexes refer to positions in `points`.
+    """
+    if not 0.0 < false_alarm_rate < 1.0:
+        raise ValueError("false_alarm_rate must be between 0 and 1")
+    series = _to_series(points)
+    if len(series) < 2 * MIN_SEGMENT:
+        return []
+    tests, factor = _segment(series, math.log(false_alarm_rate), np.random.default_rng(seed))
+    bounds = [0, *(t.split for t in tests), len(series)]
+    return [_describe(series, bounds[i], t, bounds[i + 2], factor) for i, t in enumerate(tests)]
+
+
+def _segment(series: _Series, log_alpha: float, rng: np.random.Generator) -> tuple[list[_Test], float]:
+    """Tests of the change points and the long-run variance factor they were made with.
+
+    The noise's autocorrelation is estimated from residuals around the levels of a
+    first segmentation that assumes independent noise; the second segmentation uses
+    it. Estimating it without removing the levels would take every step for
+    correlation; iterating further would feed on itself, as a more cautious pass
+    leaves steps in the residuals and raises the estimate again.
+    """
+    first = _Tester(series, log_alpha, 0.0, rng)
+    splits = [t.split for t in _refine(first, _binary_segmentation(first))]
+    tester = _Tester(series, log_alpha, _noise_correlation(series, splits), rng)
+    return _refine(tester, _binary_segmentation(tester)), tester.factor
+
+
+def _to_series(points: Sequence[Sequence[float]] | Sequence[float]) -> _Series:
+    try:
+        table = np.asarray(points, dtype=float)
+    except ValueError:  # ragged: points with different numbers of repetitions
+        table = None
+    if table is not None and table.ndim <= 2 and table.size:
+        return _from_table(table.reshape(len(table), -1))
+    groups = [np.atleast_1d(np.asarray(p, dtype=float)) for p in points]
+    return _from_groups([g[np.isfinite(g)] for g in groups])
+
+
+def _from_table(table: NDArray[np.float64]) -> _Series:
+    """Fast path for the usual case: every point has the same number of repetitions."""
+    finite = np.isfinite(table)
+    if not finite.all():
+        return _from_groups([row[ok] for row, ok in zip(table, finite, strict=True)])
+    rows, columns = table.shape
+    return _Series(
+        values=table.ravel(),
+        starts=np.arange(0, rows * columns + 1, columns, dtype=np.intp),
+        summaries=np.median(table, axis=1),
+        positions=np.arange(rows, dtype=np.intp),
+    )
+
+
+def _from_groups(groups: list[NDArray[np.float64]]) -> _Series:
+    kept = [i for i, g in enumerate(groups) if g.size]
+    counts = np.array([groups[i].size for i in kept], dtype=np.intp)
+    return _Series(
+        values=np.concatenate([groups[i] for i in kept]) if kept else np.empty(0),
+        starts=np.concatenate(([0], np.cumsum(counts))).astype(np.intp),
+        summaries=np.array([np.median(groups[i]) for i in kept]),
+        positions=np.array(kept, dtype=np.intp),
+    )
+
+
+def _binary_segmentation(tester: _Tester) -> list[int]:
+    splits: list[int] = []
+    pending = [(0, len(tester.series))]
+    while pending:
+        a, b = pending.pop()
+        test = tester.test(a, b)
+        if test.significant:
+            splits.append(test.split)
+            pending += [(a, test.split), (test.split, b)]
+    return sorted(splits)
+
+
+def _refine(tester: _Tester, splits: list[int]) -> list[_Test]:
+    """Re-test every change point between its neighbours until all pass and none moves.
+
+    Binary segmentation found each split in a segment that may have held other changes;
+    tested between its final neighbours a split can lose its significance or have a
+    better place. The weakest failing split goes first, as its removal changes the
+    neighbourhood of the others.
+    """
+    current = sorted(splits)
+    moves = 0
+    while True:
+        bounds = [0, *current, len(tester.series)]
+        tests = [tester.test(bounds[i], bounds[i + 2]) for i in range(len(current))]
+        failing = [i for i, t in enumerate(tests) if not t.significant]
+        if failing:
+            del current[max(failing, key=lambda i: tests[i].log_p)]
+            continue
+        moved = sorted({t.split for t in tests})
+        # Moves could in principle cycle between neighbours; a few rounds settle them.
+        if moved == current or moves == _MAX_MOVE_ROUNDS:
+            return [replace(t, split=c) for c, t in zip(current, tests, strict=True)]
+        current = moved
+        moves += 1
+
+
+def _noise_correlation(series: _Series, splits: list[int]) -> float:
+    """Lag-1 autocorrelation of the point scores around their segments' means.
+
+    Scores (ranks) keep outliers from dominating it. Removing a mean per segment biases
+    the estimate down by about (1 + 3 rho) per segment length (Marriott & Pope), which
+    is undone here.
+    """
+    n = len(series)
+    scores = series.scores(0, n)
+    residuals = np.concatenate(
+        [part - part.mean() for part in np.split(scores, splits)]
+    )
+    energy = float(np.sum(residuals**2))
+    if energy == 0.0:
+        return 0.0
+    r1 = float(np.sum(residuals[1:] * residuals[:-1])) / energy
+    segments = (len(splits) + 1) / n
+    return float(np.clip((r1 + segments) / (1.0 - 3.0 * segments), 0.0, _MAX_RHO))
+
+
+def _midranks(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """1-based ranks, ties sharing their average rank (scipy's rankdata, without its overhead)."""
+    order = np.argsort(values)
+    ordered = values[order]
+    starts = np.concatenate(([0], np.flatnonzero(ordered[1:] != ordered[:-1]) + 1))
+    ends = np.append(starts[1:], len(values))
+    ranks = np.empty(len(values))
+    ranks[order] = np.repeat((starts + ends + 1) / 2.0, ends - starts)
+    return ranks
+
+
+@dataclass(frozen=True)
+class _Test:
+    split: int  # index into the series of the first point after the best split
+    log_p: float
+    significant: bool
+
+
+class _Tester:
+    """Tests segments of one series for a change, at one level and noise correlation."""
+
+    def __init__(self, series: _Series, log_alpha: float, rho: float, rng: np.random.Generator):
+        self.series = series
+        self.log_alpha = log_alpha
+        self.rho = rho
+        # Long-run variance of AR(1) noise over its variance: sums of n correlated
+        # points vary (1 + rho) / (1 - rho) times as much as sums of independent ones.
+        self.factor = (1.0 + rho) / (1.0 - rho)
+        self.block = _block_length(rho)
+        # The part of the long-run variance that blocks of that length keep.
+        lags = np.arange(1, self.block)
+        self.block_factor = 1.0 + 2.0 * float(np.sum((1.0 - lags / self.block) * rho**lags))
+        self.rng = rng
+
+    def test(self, a: int, b: int) -> _Test:
+        if b - a < 2 * MIN_SEGMENT:
+            return _Test(split=a, log_p=0.0, significant=False)
+        scores = self.series.scores(a, b)
+        centred = scores - scores.mean()
+        z = _scan(centred[np.newaxis, :])[0] / math.sqrt(self.factor)
+        best = int(np.argmax(z))
+        log_p = _log_tail(float(z[best]), centred, self.factor)
+        if len(centred) <= _PERMUTATION_MAX_POINTS and log_p >= self.log_alpha:
+            log_p = self._log_permutation_p(centred, float(z[best]) * math.sqrt(self.block_factor))
+        return _Test(split=a + MIN_SEGMENT + best, log_p=log_p, significant=log_p < self.log_alpha)
+
+    def _log_permutation_p(self, centred: NDArray[np.float64], z: float) -> float:
+        """Monte Carlo p-value of the uncorrected maximum |z| over block permutations.
+
+        Whole blocks of `block` consecutive points are shuffled (Kirch 2007), so the
+        short-range correlation inside them stays in the reference distribution and
+        the observed statistic is compared without the long-run factor. That keeps the
+        exactness of a permutation test where the Gaussian rescaling would be crude:
+        rank statistics of short segments are bounded. Draws stop once the p-value is
+        clearly above the level or resolved below it (Besag & Clifford).
+        """
+        m = len(centred)
+        block = self.block
+        position = np.arange(m)
+        alpha = math.exp(self.log_alpha)
+        needed = min(_PERMUTATION_MAX_DRAWS, math.ceil(_PERMUTATION_STOP_EXCEEDANCES / alpha))
+        drawn = exceeded = 0
+        batch = 64
+        while drawn < needed and exceeded < _PERMUTATION_STOP_EXCEEDANCES:
+            order = self.rng.random((batch, -(-m // block))).argsort(axis=1).argsort(axis=1)
+            rows = centred[np.argsort(order[:, position // block] * block + position % block, axis=1)]
+            exceeded += int(np.sum(_scan(rows).max(axis=1) >= z * (1.0 - 1e-12)))
+            drawn += batch
+            batch = min(4 * batch, needed - drawn, max(1, _PERMUTATION_BATCH_CELLS // m))
+        return math.log((exceeded + 1) / (drawn + 1))
+
+
+def _block_length(rho: float) -> int:
+    """Points per block: about the number of correlated neighbours a point counts for."""
+    return max(1, round((1.0 + rho) / (1.0 - rho)))
+
+
+def _scan(centred: NDArray[np.float64]) -> NDArray[np.float64]:
+    """|z| of every split k = MIN_SEGMENT..m-MIN_SEGMENT for each row of scores.
+
+    The variance of a partial sum is its permutation variance, so a shift does not
+    inflate it, and rows that are permutations of each other share it.
+    """
+    m = centred.shape[1]
+    k = np.arange(MIN_SEGMENT, m - MIN_SEGMENT + 1)
+    partial = np.cumsum(centred, axis=1)[:, k - 1]
+    scale = np.sqrt(np.mean(centred[0] ** 2) * k * (m - k) / (m - 1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.nan_to_num(np.abs(partial) / scale)
+
+
+def _log_tail(z: float, centred: NDArray[np.float64], factor: float) -> float:
+    """log P(max_k |Z_k| >= z) under no change, after Siegmund (1988).
+
+    For a standardized bridge sampled at k = 1..m-1,
+    P(max |Z_k| > b) ~ b phi(b) sum_k m/(k(m-k)) nu(b sqrt(m/(k(m-k)))).
+    Splits whose most extreme possible |Z_k| (the k largest or smallest scores on one
+    side) stays below b cannot exceed it and are left out of the sum.
+    """
+    if z < 1.0:  # the approximation is for the tail; below 1 the p-value is about 1
+        return 0.0
+    m = len(centred)
+    k = np.arange(MIN_SEGMENT, m - MIN_SEGMENT + 1)
+    ordered = np.sort(centred)
+    extreme = np.maximum(np.cumsum(ordered[::-1])[k - 1], -np.cumsum(ordered)[k - 1])
+    reach = extreme / np.sqrt(factor * np.mean(centred**2) * k * (m - k) / (m - 1))
+    k = k[reach >= z * (1.0 - 1e-12)]
+    if k.size == 0:
+        return 0.0
+    weight = m / (k * (m - k.astype(float)))
+    total = float(np.sum(weight * _overshoot(z * np.sqrt(weight))))
+    log_p = math.log(z) - 0.5 * z * z - 0.5 * math.log(2.0 * math.pi) + math.log(total)
+    return min(0.0, log_p)
+
+
+def _overshoot(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Siegmund's nu(x): how much sampling on a grid lowers a crossing probability."""
+    half = x / 2.0
+    density = np.exp(-0.5 * half * half) / math.sqrt(2.0 * math.pi)
+    return (2.0 / x) * (ndtr(half) - 0.5) / (half * ndtr(half) + density)
+
+
+def _describe(
+    series: _Series, before_start: int, test: _Test, after_end: int, factor: float
+) -> ChangePoint:
+    split = test.split
+    before = series.summaries[max(before_start, split - _MAGNITUDE_MAX_SIDE) : split]
+    after = series.summaries[split : min(after_end, split + _MAGNITUDE_MAX_SIDE)]
+    if np.all(before > 0) and np.all(after > 0):
+        # A ratio of levels: on logs the interval maps back exactly and stays asymmetric.
+        shift = _hodges_lehmann(np.log(before), np.log(after), factor)
+        change_pct, low, high = (100.0 * math.expm1(v) for v in shift)
+    else:
+        reference = abs(float(np.median(before)))
+        scale = 100.0 / reference if reference else math.nan
+        change_pct, low, high = (v * scale for v in _hodges_lehmann(before, after, factor))
+    return ChangePoint(
+        index=int(series.positions[split]),
+        change_pct=change_pct,
+        ci_pct=(low, high),
+        strength=-test.log_p / math.log(10.0),
+        p_value=math.exp(test.log_p),
+    )
+
+
+def _hodges_lehmann(
+    before: NDArray[np.float64], after: NDArray[np.float64], factor: float
+) -> tuple[float, float, float]:
+    """Shift estimate and its Moses interval, the U variance scaled by `factor`.
+
+    The interval is the pair of order statistics of all after-minus-before differences
+    whose ranks invert the Mann–Whitney test (Hollander & Wolfe), with the normal
+    approximation of U's null distribution.
+    """
+    diffs = np.subtract.outer(after, before).ravel()
+    n1, n2 = len(before), len(after)
+    z = float(ndtri(0.5 + _CI_LEVEL / 2.0))
+    sd = math.sqrt(factor * n1 * n2 * (n1 + n2 + 1) / 12.0)
+    last = diffs.size - 1
+    c = min(max(0, math.floor(n1 * n2 / 2.0 - z * sd)), last // 2)
+    # Selection instead of a full sort: only four order statistics are needed.
+    low, mid_low, mid_high, high = np.partition(diffs, [c, last // 2, (last + 1) // 2, last - c])[
+        [c, last // 2, (last + 1) // 2, last - c]
+    ]
+    return float(mid_low + mid_high) / 2.0, float(low), float(high)
