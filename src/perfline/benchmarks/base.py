@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from perfline.metric import Measurement, Metric
+from perfline.process import CommandFailed, run
+
+if TYPE_CHECKING:
+    from perfline.fingerprint import Fingerprint
 
 
 class BenchmarkUnavailable(RuntimeError):
@@ -106,6 +111,10 @@ class Benchmark(ABC):
         """Facts about how the benchmark ran (e.g. CPU pinning), stored with the run."""
         return {}
 
+    def fingerprint(self) -> Fingerprint | None:
+        """After setup: the system under test when it is not this host (a VM guest)."""
+        return None
+
     def __enter__(self) -> Benchmark:
         try:
             self.setup()
@@ -121,3 +130,50 @@ class Benchmark(ABC):
         tb: TracebackType | None,
     ) -> None:
         self.teardown()
+
+
+@dataclass(frozen=True)
+class CommandOutput:
+    stdout: str
+    stderr: str
+    elapsed_s: float
+
+
+class CommandBenchmark(Benchmark):
+    """A benchmark whose repetition is one command, then the parsing of its output.
+
+    The split is what lets a target run the command elsewhere (in a VM guest) and
+    parse its output here with the same code as a local run.
+    """
+
+    @abstractmethod
+    def argv(self) -> list[str]:
+        """The command of one repetition; must not depend on `setup` having run."""
+
+    @abstractmethod
+    def parse(self, output: CommandOutput) -> list[Measurement]:
+        """Measurements from a successful run's output. Raise BenchmarkFailed."""
+
+    def timeout(self) -> float | None:
+        """Seconds before a repetition counts as hung."""
+        return None
+
+    def executables(self) -> list[Path]:
+        """Host files `argv` executes, which a guest needs at the same paths."""
+        return [Path(self.argv()[0])]
+
+    def failure(self, message: str, output_tail: str) -> BenchmarkFailed:
+        """The error for a command that failed (non-zero status, timeout)."""
+        return BenchmarkFailed(message, output_tail)
+
+    def run_once(self) -> list[Measurement]:
+        return self.parse(self.run_here(self.argv(), self.timeout()))
+
+    def run_here(self, argv: list[str], timeout: float | None) -> CommandOutput:
+        """Run a command of this benchmark on this host, in its work directory."""
+        started = time.perf_counter()
+        try:
+            proc = run(argv, timeout=timeout, cwd=self.workdir)
+        except CommandFailed as exc:
+            raise self.failure(str(exc), exc.output_tail) from exc
+        return CommandOutput(proc.stdout, proc.stderr, time.perf_counter() - started)

@@ -7,15 +7,16 @@ becomes a perfline benchmark without a module of its own.
 from __future__ import annotations
 
 import math
-import time
+import os
+import shlex
+from pathlib import Path
 from typing import ClassVar
 
-from perfline.benchmarks.base import Benchmark, BenchmarkFailed, Param
+from perfline.benchmarks.base import BenchmarkFailed, CommandBenchmark, CommandOutput, Param
 from perfline.metric import Direction, Measurement, Metric
-from perfline.process import CommandFailed, run
 
 
-class Command(Benchmark):
+class Command(CommandBenchmark):
     name = "command"
     summary = "a shell command; the last line of its stdout is the value (or its wall time)"
     params = (
@@ -33,25 +34,42 @@ class Command(Benchmark):
     def setup(self) -> None:
         if not self.values.get("cmd"):
             raise BenchmarkFailed("the command benchmark needs a cmd param, e.g. -p cmd='./bench'")
+
+    def argv(self) -> list[str]:
+        return ["/bin/sh", "-c", str(self.values["cmd"])]
+
+    def timeout(self) -> float:
+        return float(self.values["timeout"])
+
+    def executables(self) -> list[Path]:
+        """Programs the command names by path; a VM guest runs the rest with busybox.
+
+        /bin/sh itself is the guest's busybox shell, so it is not among them.
+        """
+        words = shlex.split(str(self.values.get("cmd") or ""), comments=True)
+        return [
+            Path(word)
+            for word in words
+            if "/" in word and os.path.isfile(word) and os.access(word, os.X_OK)
+        ]
+
+    def failure(self, message: str, output_tail: str) -> BenchmarkFailed:
+        return BenchmarkFailed(f"{self.values['cmd']}: {message}", output_tail)
+
+    def parse(self, output: CommandOutput) -> list[Measurement]:
+        if self.values["timing"]:
+            return [Measurement(self.metric, output.elapsed_s)]
+        return [Measurement(self.metric, parse_last_number(output.stdout, output.stderr))]
+
+    @property
+    def metric(self) -> Metric:
         timing = bool(self.values["timing"])
-        self.metric = Metric(
+        return Metric(
             f"command.{self.values['metric']}",
             "s" if timing else str(self.values["unit"]),
             Direction(str(self.values["direction"])),
             f"{'wall time of' if timing else 'output of'} {self.values['cmd']}",
         )
-
-    def run_once(self) -> list[Measurement]:
-        argv = ["/bin/sh", "-c", str(self.values["cmd"])]
-        started = time.perf_counter()
-        try:
-            proc = run(argv, timeout=float(self.values["timeout"]), cwd=self.workdir)
-        except CommandFailed as exc:
-            raise BenchmarkFailed(f"{self.values['cmd']}: {exc}", exc.output_tail) from exc
-        elapsed = time.perf_counter() - started
-        if self.values["timing"]:
-            return [Measurement(self.metric, elapsed)]
-        return [Measurement(self.metric, parse_last_number(proc.stdout, proc.stderr))]
 
     def settings(self) -> dict[str, object]:
         return {"cmd": self.values.get("cmd")}

@@ -6,22 +6,24 @@ Runs native/cpu_latency, whose header explains the method and why runs stay shor
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from perfline.benchmarks.base import (
-    Benchmark,
     BenchmarkFailed,
     BenchmarkUnavailable,
+    CommandBenchmark,
+    CommandOutput,
     Param,
     ParamValue,
 )
 from perfline.metric import Direction, Measurement, Metric
 from perfline.native import native_binary
-from perfline.process import CommandFailed, ToolMissing, run
+from perfline.process import ToolMissing
 
+T = TypeVar("T")
 PROC_KERNEL = Path("/proc/sys/kernel")
 # Beyond the spin itself: thread start-up while every CPU is busy with a spinner.
 TIMEOUT_SLACK_S = 30.0
@@ -88,7 +90,7 @@ class RtBandwidth:
         return 0.0 if self.runtime_us < 0 else 2 * (self.period_us - self.runtime_us) / 1e6
 
 
-class CpuLatency(Benchmark):
+class CpuLatency(CommandBenchmark):
     name = "cpu-latency"
     summary = "largest gap between clock reads of a SCHED_FIFO spinner pinned to each CPU"
     params = (
@@ -106,14 +108,13 @@ class CpuLatency(Benchmark):
 
     def __init__(self, params: Mapping[str, ParamValue], workdir: Path) -> None:
         super().__init__(params, workdir)
-        self._binary: Path
         self._cpus: list[int] = []
         self._rt = RtBandwidth(0, -1)
         self._ready_at = 0.0
 
     def setup(self) -> None:
         try:
-            self._binary = native_binary("cpu_latency")
+            native_binary("cpu_latency")
         except ToolMissing as exc:
             raise BenchmarkUnavailable(str(exc)) from exc
         self._rt = RtBandwidth.read()
@@ -126,12 +127,22 @@ class CpuLatency(Benchmark):
             )
         # A 1 ms spin shows a refused SCHED_FIFO or a bad CPU list before any repetition.
         try:
-            self._cpus = [gap.cpu for gap in self._spin(1)]
+            output = self._rested(lambda: self.run_here(self._argv(1), _timeout(1)))
+            self._cpus = [gap.cpu for gap in self._gaps(output)]
         except BenchmarkFailed as exc:
             raise BenchmarkUnavailable(f"{exc}\n{exc.output_tail}") from exc
 
     def run_once(self) -> list[Measurement]:
-        gaps = self._spin(int(self.values["duration_ms"]))
+        return self._rested(super().run_once)
+
+    def argv(self) -> list[str]:
+        return self._argv(int(self.values["duration_ms"]))
+
+    def timeout(self) -> float:
+        return _timeout(int(self.values["duration_ms"]))
+
+    def parse(self, output: CommandOutput) -> list[Measurement]:
+        gaps = self._gaps(output)
         per_cpu = [Measurement(cpu_metric(g.cpu), g.max_gap_ns / 1000) for g in gaps]
         return [*per_cpu, Measurement(MAX_GAP, max(m.value for m in per_cpu))]
 
@@ -144,21 +155,29 @@ class CpuLatency(Benchmark):
             "sched_rt_runtime_us": self._rt.runtime_us,
         }
 
-    def _spin(self, duration_ms: int) -> list[CpuGap]:
-        argv = [
-            str(self._binary),
+    def _argv(self, duration_ms: int) -> list[str]:
+        return [
+            str(native_binary("cpu_latency")),
             f"--duration-ms={duration_ms}",
             f"--cpus={self.values['cpus']}",
             f"--priority={self.values['priority']}",
         ]
+
+    def _rested(self, spin: Callable[[], T]) -> T:
+        """Run a spin no sooner than the RT budget allows after the previous one."""
         time.sleep(max(0.0, self._ready_at - time.monotonic()))
         try:
-            output = run(argv, timeout=duration_ms / 1000 + TIMEOUT_SLACK_S).stdout
-        except CommandFailed as exc:
-            raise BenchmarkFailed(str(exc), exc.output_tail) from exc
+            return spin()
         finally:
             self._ready_at = time.monotonic() + self._rt.rest_s()
+
+    @staticmethod
+    def _gaps(output: CommandOutput) -> list[CpuGap]:
         try:
-            return parse_output(output)
+            return parse_output(output.stdout)
         except ValueError as exc:
-            raise BenchmarkFailed(f"cpu-latency: {exc}", output) from exc
+            raise BenchmarkFailed(f"cpu-latency: {exc}", output.stdout) from exc
+
+
+def _timeout(duration_ms: int) -> float:
+    return duration_ms / 1000 + TIMEOUT_SLACK_S

@@ -13,14 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from perfline.benchmarks.base import (
-    Benchmark,
     BenchmarkFailed,
     BenchmarkUnavailable,
+    CommandBenchmark,
+    CommandOutput,
     Param,
 )
 from perfline.metric import Direction, Measurement, Metric
 from perfline.native import native_binary
-from perfline.process import CommandFailed, ToolMissing, run
+from perfline.process import ToolMissing
 
 # Knobs that decide what a "grace period" is here: expedited ones take microseconds, not
 # jiffies, so a run with rcu_expedited=1 is not comparable with one without.
@@ -66,28 +67,35 @@ def parse_output(text: str) -> GracePeriods:
         raise ValueError(f"unexpected rcu_gp line {lines[0]!r}") from exc
 
 
-class RcuGp(Benchmark):
+class RcuGp(CommandBenchmark):
     name = "rcu-gp"
     summary = "RCU grace-period latency: membarrier(MEMBARRIER_CMD_GLOBAL), a synchronize_rcu()"
     params = (Param("iterations", int, 50, "grace periods waited for per repetition", minimum=1),)
     metrics = (MS_PER_GP, MAX_MS)
 
-    _binary: Path
-
     def setup(self) -> None:
         try:
-            self._binary = native_binary("rcu_gp")
+            native_binary("rcu_gp")
         except ToolMissing as exc:
             raise BenchmarkUnavailable(str(exc)) from exc
         # One grace period shows a kernel without membarrier or MEMBARRIER_CMD_GLOBAL now,
         # not as a failure of every repetition.
         try:
-            self._measure(1)
+            self.parse(self.run_here(_argv(1), _timeout(1)))
         except BenchmarkFailed as exc:
             raise BenchmarkUnavailable(f"{exc}\n{exc.output_tail}") from exc
 
-    def run_once(self) -> list[Measurement]:
-        periods = self._measure(int(self.values["iterations"]))
+    def argv(self) -> list[str]:
+        return _argv(int(self.values["iterations"]))
+
+    def timeout(self) -> float:
+        return _timeout(int(self.values["iterations"]))
+
+    def parse(self, output: CommandOutput) -> list[Measurement]:
+        try:
+            periods = parse_output(output.stdout)
+        except ValueError as exc:
+            raise BenchmarkFailed(f"rcu-gp: {exc}", output.stdout) from exc
         return [
             Measurement(MS_PER_GP, periods.mean_ns / 1e6),
             Measurement(MAX_MS, periods.max_ns / 1e6),
@@ -99,14 +107,10 @@ class RcuGp(Benchmark):
             for name, path in RCU_SETTINGS.items()
         }
 
-    def _measure(self, iterations: int) -> GracePeriods:
-        argv = [str(self._binary), f"--iterations={iterations}"]
-        timeout = iterations * TIMEOUT_PER_GP_S + TIMEOUT_SLACK_S
-        try:
-            output = run(argv, timeout=timeout).stdout
-        except CommandFailed as exc:
-            raise BenchmarkFailed(str(exc), exc.output_tail) from exc
-        try:
-            return parse_output(output)
-        except ValueError as exc:
-            raise BenchmarkFailed(f"rcu-gp: {exc}", output) from exc
+
+def _argv(iterations: int) -> list[str]:
+    return [str(native_binary("rcu_gp")), f"--iterations={iterations}"]
+
+
+def _timeout(iterations: int) -> float:
+    return iterations * TIMEOUT_PER_GP_S + TIMEOUT_SLACK_S
