@@ -37,7 +37,7 @@ $(VENV)/.installed: pyproject.toml
 
 native: $(NATIVE_BIN)
 
-native/build/%: native/%.c
+native/build/%: native/%.c native/common.h
 	@mkdir -p native/build
 	$(CC) $(NATIVE_CFLAGS) -o $@ $< -lm
 

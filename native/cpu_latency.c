@@ -40,8 +40,8 @@
 #include <string.h>
 #include <time.h>
 
-#define EXIT_REFUSED 1
-#define EXIT_USAGE 2
+static const char progname[] = "cpu_latency";
+#include "common.h"
 
 struct options {
 	uint64_t duration_ns;
@@ -79,70 +79,6 @@ static void usage(FILE *out)
 		"  --allow-other-policy   measure under SCHED_OTHER if SCHED_FIFO is refused\n");
 }
 
-static void bad_value(const char *option, const char *value)
-{
-	fprintf(stderr, "cpu_latency: bad value '%s' for %s\n", value, option);
-	exit(EXIT_USAGE);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static bool parse_u64(const char *text, uint64_t max, uint64_t *value)
-{
-	char *end;
-	unsigned long long parsed;
-
-	if (*text < '0' || *text > '9')
-		return false;
-	errno = 0;
-	parsed = strtoull(text, &end, 10);
-	if (errno || *end || parsed > max)
-		return false;
-	*value = parsed;
-	return true;
-}
-
-/* "0,2-3" into a set, rejecting CPUs this process may not run on. */
-static bool parse_cpu_list(const char *text, const cpu_set_t *allowed, cpu_set_t *cpus)
-{
-	char *copy = strdup(text), *item, *save = NULL;
-	bool ok = copy != NULL;
-
-	CPU_ZERO(cpus);
-	for (item = ok ? strtok_r(copy, ",", &save) : NULL; ok && item;
-	     item = strtok_r(NULL, ",", &save)) {
-		char *dash = strchr(item, '-');
-		uint64_t first, last, cpu;
-
-		if (dash)
-			*dash = '\0';
-		ok = parse_u64(item, CPU_SETSIZE - 1, &first) &&
-		     (dash ? parse_u64(dash + 1, CPU_SETSIZE - 1, &last) : (last = first, true)) &&
-		     first <= last;
-		if (!ok) {
-			fprintf(stderr, "cpu_latency: bad CPU list item in '%s'\n", text);
-			break;
-		}
-		for (cpu = first; cpu <= last; cpu++) {
-			if (!CPU_ISSET(cpu, allowed)) {
-				fprintf(stderr, "cpu_latency: CPU %" PRIu64
-					" is offline or outside this process's affinity\n", cpu);
-				ok = false;
-				break;
-			}
-			CPU_SET(cpu, cpus);
-		}
-	}
-	free(copy);
-	return ok && CPU_COUNT(cpus) > 0;
-}
-
 static void parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
@@ -156,7 +92,6 @@ static void parse_options(int argc, char **argv, struct options *o)
 	};
 	const char *cpu_list = "all";
 	uint64_t value;
-	cpu_set_t allowed;
 	int c;
 
 	o->duration_ns = 500 * 1000000ull;
@@ -188,26 +123,12 @@ static void parse_options(int argc, char **argv, struct options *o)
 			o->allow_other_policy = true;
 			break;
 		case 'h':
-			usage(stdout);
-			exit(0);
 		default:
-			usage(stderr);
-			exit(EXIT_USAGE);
+			usage_exit(usage, c);
 		}
 	}
-	if (optind != argc) {
-		usage(stderr);
-		exit(EXIT_USAGE);
-	}
-	/* The affinity mask, not sysconf(), so taskset and cpusets are honoured. */
-	if (sched_getaffinity(0, sizeof(allowed), &allowed)) {
-		perror("cpu_latency: sched_getaffinity");
-		exit(EXIT_REFUSED);
-	}
-	if (strcmp(cpu_list, "all") == 0)
-		o->cpus = allowed;
-	else if (!parse_cpu_list(cpu_list, &allowed, &o->cpus))
-		exit(EXIT_USAGE);
+	reject_operands(argc, usage);
+	parse_cpus_option(cpu_list, &o->cpus);
 }
 
 static void *spin(void *arg)

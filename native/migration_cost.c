@@ -47,8 +47,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define EXIT_REFUSED 1
-#define EXIT_USAGE 2
+static const char progname[] = "migration_cost";
+#include "common.h"
+
 /* Fewer lines than this would time the clock more than the cache. */
 #define MIN_SIZE 4096
 #define MAX_SIZE (1ull << 40)
@@ -85,70 +86,6 @@ static void usage(FILE *out)
 		DEFAULT_REPEAT);
 }
 
-static void bad_value(const char *option, const char *value)
-{
-	fprintf(stderr, "migration_cost: bad value '%s' for %s\n", value, option);
-	exit(EXIT_USAGE);
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static bool parse_u64(const char *text, uint64_t max, uint64_t *value)
-{
-	char *end;
-	unsigned long long parsed;
-
-	if (*text < '0' || *text > '9')
-		return false;
-	errno = 0;
-	parsed = strtoull(text, &end, 10);
-	if (errno || *end || parsed > max)
-		return false;
-	*value = parsed;
-	return true;
-}
-
-/* "0,2-3" into a set, rejecting CPUs this process may not run on. */
-static bool parse_cpu_list(const char *text, const cpu_set_t *allowed, cpu_set_t *cpus)
-{
-	char *copy = strdup(text), *item, *save = NULL;
-	bool ok = copy != NULL;
-
-	CPU_ZERO(cpus);
-	for (item = ok ? strtok_r(copy, ",", &save) : NULL; ok && item;
-	     item = strtok_r(NULL, ",", &save)) {
-		char *dash = strchr(item, '-');
-		uint64_t first, last, cpu;
-
-		if (dash)
-			*dash = '\0';
-		ok = parse_u64(item, CPU_SETSIZE - 1, &first) &&
-		     (dash ? parse_u64(dash + 1, CPU_SETSIZE - 1, &last) : (last = first, true)) &&
-		     first <= last;
-		if (!ok) {
-			fprintf(stderr, "migration_cost: bad CPU list item in '%s'\n", text);
-			break;
-		}
-		for (cpu = first; cpu <= last; cpu++) {
-			if (!CPU_ISSET(cpu, allowed)) {
-				fprintf(stderr, "migration_cost: CPU %" PRIu64
-					" is offline or outside this process's affinity\n", cpu);
-				ok = false;
-				break;
-			}
-			CPU_SET(cpu, cpus);
-		}
-	}
-	free(copy);
-	return ok && CPU_COUNT(cpus) > 0;
-}
-
 static void parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
@@ -160,7 +97,6 @@ static void parse_options(int argc, char **argv, struct options *o)
 	};
 	const char *cpu_list = "all";
 	uint64_t value;
-	cpu_set_t allowed;
 	int c;
 
 	o->size = 0;
@@ -183,26 +119,12 @@ static void parse_options(int argc, char **argv, struct options *o)
 			cpu_list = optarg;
 			break;
 		case 'h':
-			usage(stdout);
-			exit(0);
 		default:
-			usage(stderr);
-			exit(EXIT_USAGE);
+			usage_exit(usage, c);
 		}
 	}
-	if (optind != argc) {
-		usage(stderr);
-		exit(EXIT_USAGE);
-	}
-	/* The affinity mask, not sysconf(), so taskset and cpusets are honoured. */
-	if (sched_getaffinity(0, sizeof(allowed), &allowed)) {
-		perror("migration_cost: sched_getaffinity");
-		exit(EXIT_REFUSED);
-	}
-	if (strcmp(cpu_list, "all") == 0)
-		o->cpus = allowed;
-	else if (!parse_cpu_list(cpu_list, &allowed, &o->cpus))
-		exit(EXIT_USAGE);
+	reject_operands(argc, usage);
+	parse_cpus_option(cpu_list, &o->cpus);
 }
 
 static bool read_line(const char *path, char *line, int size)
@@ -337,10 +259,10 @@ static void touch(const struct buffer *b)
 
 static int64_t timed_touch(const struct buffer *b)
 {
-	int64_t start = now_ns();
+	uint64_t start = now_ns();
 
 	touch(b);
-	return now_ns() - start;
+	return (int64_t)(now_ns() - start);
 }
 
 static bool migrate(int cpu)

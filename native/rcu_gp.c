@@ -31,8 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define EXIT_REFUSED 1
-#define EXIT_USAGE 2
+static const char progname[] = "rcu_gp";
+#include "common.h"
 
 /* glibc has no membarrier() wrapper. */
 static int membarrier(int cmd, unsigned int flags)
@@ -47,14 +47,6 @@ static void usage(FILE *out)
 		"  --iterations N   membarrier(MEMBARRIER_CMD_GLOBAL) calls to time (default 50)\n");
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t parse_iterations(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -63,33 +55,21 @@ static uint64_t parse_iterations(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t iterations = 50;
-	char *end;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
-			errno = 0;
 			/* A million grace periods is hours; beyond that is a typo. */
-			iterations = strtoull(optarg, &end, 10);
-			if (errno || *end || *optarg < '0' || *optarg > '9' || iterations == 0 ||
-			    iterations > 1000000) {
-				fprintf(stderr, "rcu_gp: bad value '%s' for --iterations\n", optarg);
-				exit(EXIT_USAGE);
-			}
+			if (!parse_u64(optarg, 1000000, &iterations) || iterations == 0)
+				bad_value("--iterations", optarg);
 			break;
 		case 'h':
-			usage(stdout);
-			exit(0);
 		default:
-			usage(stderr);
-			exit(EXIT_USAGE);
+			usage_exit(usage, c);
 		}
 	}
-	if (optind != argc) {
-		usage(stderr);
-		exit(EXIT_USAGE);
-	}
+	reject_operands(argc, usage);
 	return iterations;
 }
 
