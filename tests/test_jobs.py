@@ -308,8 +308,8 @@ ERRORS = [
     pytest.param(
         "benchmark: toy\ntarget: qemu\n",
         2,
-        "unknown target 'qemu': expected one of local",
-        id="unsupported-target",
+        "target qemu needs a kernel: `kernel: NAME`",
+        id="qemu-target-without-kernel",
     ),
     pytest.param(
         "benchmark: toy\nrepeat: 3\nwarmup: 0\nrepeat: 4\n",
@@ -624,7 +624,8 @@ def test_cli_string_same_key_as_file(tmp_path: Path) -> None:
         ({"repeat": "auto", "max_repeat": 3}, "max_repeat must be an integer >= 5, got 3"),
         ({"repeat": "auto", "precision": "x%"}, "precision must be a positive percentage"),
         ({"warmup": -1}, "warmup must be an integer >= 0, got -1"),
-        ({"target": "qemu"}, "unknown target 'qemu'"),
+        ({"target": "fleet"}, "unknown target 'fleet'"),
+        ({"target": "qemu"}, "--kernel: target qemu needs a kernel"),
     ],
 )
 def test_job_from_benchmark_errors(kwargs: dict, message: str) -> None:

@@ -27,6 +27,8 @@ class Fingerprint:
     sysfs: dict[str, str]
     target: str = "local"
     config_source: str | None = None
+    # A VM target's facts: accelerator, registered kernel name, QEMU version, guest CPU.
+    vm: dict[str, str] = field(default_factory=dict)
     # Kept out of the JSON form: the store keeps each distinct config once, by hash.
     kernel_config: str | None = field(default=None, repr=False, compare=False)
 
@@ -69,6 +71,8 @@ def flatten(fingerprint: dict[str, Any]) -> dict[str, str]:
         flat[f"sysctl {name}"] = value
     for path, value in fingerprint.get("sysfs", {}).items():
         flat[path] = value
+    for key, value in fingerprint.get("vm", {}).items():
+        flat[f"vm {key}"] = value
     return flat
 
 
@@ -109,7 +113,8 @@ def config_differences(base: str, other: str) -> list[Difference]:
 
 
 def _kind(key: str) -> str:
-    if key in MACHINE_FIELDS:
+    # Emulated and virtualized CPUs differ by orders of magnitude: as different machines.
+    if key in MACHINE_FIELDS or key == "vm accel":
         return "machine"
     if key in KERNEL_FIELDS:
         return "kernel"

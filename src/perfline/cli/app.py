@@ -23,6 +23,7 @@ from perfline.cli.common import (
     state,
 )
 from perfline.cli.history import detect, history, regressions_app
+from perfline.cli.kernels import kernels_app
 from perfline.cli.migration import migration_cost
 from perfline.comparison import (
     DEFAULT_ALPHA,
@@ -38,6 +39,7 @@ from perfline.jobs import JobError, expand, job_from_benchmark, load_job, parse_
 from perfline.jobs.overrides import apply_overrides
 from perfline.jobs.parse import repeat_policy
 from perfline.jobs.spec import JobSpec
+from perfline.jobs.vm import with_target
 from perfline.monitors import MONITORS
 from perfline.registry import UnknownName
 from perfline.report.runs import (
@@ -124,11 +126,21 @@ def run(
     kernel_commit: Annotated[
         Optional[str], typer.Option(help="Commit of the kernel under test.")
     ] = None,
+    target: Annotated[Optional[str], typer.Option(help="local, or qemu: boot --kernel in a VM.")] = None,
+    kernel: Annotated[Optional[str], typer.Option(help="qemu: a kernel from `perfline kernels list`.")] = None,
+    cmdline: Annotated[Optional[str], typer.Option(help="qemu: extra kernel parameters.")] = None,
+    vm_cpus: Annotated[Optional[int], typer.Option(help="qemu: virtual CPUs (default 2).")] = None,
+    vm_memory: Annotated[Optional[int], typer.Option(help="qemu: memory in MiB (default 1024).")] = None,
+    accel: Annotated[Optional[str], typer.Option(help="qemu: auto, kvm or tcg (default auto).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
 ) -> None:
     """Run a job file or a single benchmark; every sample is stored as it is taken."""
     job = _load(what, param or [], monitor, no_monitors)
     try:
+        job = with_target(
+            job, BENCHMARKS.get(job.benchmark), target=target, kernel=kernel, cmdline=cmdline,
+            cpus=vm_cpus, memory_mb=vm_memory, accel=accel,
+        )
         job = _with_repeat(job, repeat, precision, max_repeat)
         if warmup is not None:
             job = replace(job, warmup=warmup)
@@ -349,6 +361,7 @@ def ab(
 app.command()(history)
 app.command()(detect)
 app.add_typer(regressions_app, name="regressions")
+app.add_typer(kernels_app, name="kernels")
 
 
 @app.command()

@@ -97,6 +97,7 @@ def expand(job: JobSpec) -> list[Case]:
                 monitors=job.monitors,
                 target=job.target,
                 precision_pct=job.precision_pct,
+                vm=job.vm,
             )
         )
     return cases

@@ -32,6 +32,7 @@ from perfline.jobs.spec import (
     JobError,
     JobSpec,
 )
+from perfline.jobs.vm import VM_KEYS, check_guest_job, vm_spec, with_target
 from perfline.monitors import DEFAULT_MONITORS, MONITORS
 
 TOP_KEYS = (
@@ -46,6 +47,7 @@ TOP_KEYS = (
     "tunables",
     "load",
     "target",
+    *VM_KEYS,
 )
 DEFAULT_REPEAT = 5
 DEFAULT_WARMUP = 1
@@ -117,8 +119,6 @@ def job_from_benchmark(
         if monitor not in MONITORS:
             raise fail(f"unknown monitor {monitor!r}: {MONITORS.suggestion(monitor)}")
     _check_unique(list(monitor_names), lambda m: fail(f"monitor {m!r} is named twice"))
-    if target not in TARGETS:
-        raise fail(_unknown("target", target, TARGETS))
     repeat_count, precision_pct = repeat_policy(
         _cli_int(repeat),
         precision,
@@ -133,10 +133,9 @@ def job_from_benchmark(
         precision_pct=precision_pct,
         warmup=_count("warmup", _cli_int(warmup), 0, fail),
         monitors=monitor_names,
-        target=target,
     )
     check_size(spec)
-    return spec
+    return with_target(spec, cls, target=target)
 
 
 def parse_param_args(items: Iterable[str]) -> dict[str, str]:
@@ -303,6 +302,12 @@ class _Parser:
     def at(self, node: Node) -> Callable[[str], JobError]:
         return lambda message: self.error(node, message)
 
+    def key_or(
+        self, top: dict[str, tuple[ScalarNode, Node]], fallback: Node
+    ) -> Callable[[str], Callable[[str], JobError]]:
+        """Errors about a key at its value's line, or at `fallback` when it is missing."""
+        return lambda key: self.at(top[key][1] if key in top else fallback)
+
     # structure
 
     def parse(self) -> JobSpec:
@@ -374,6 +379,17 @@ class _Parser:
             target = self.string(node, "target")
             if target not in TARGETS:
                 raise self.error(node, _unknown("target", target, TARGETS))
+        vm = None
+        if target == "qemu":
+            where = self.key_or(top, top["target"][1])
+            vm = vm_spec(given("kernel"), given("vm_cpus"), given("vm_memory"), given("accel"), where)
+            if "cmdline" in top:
+                tunables["cmdline"] = {"cmdline": self.axis(top["cmdline"][1], "cmdline", self.text)}
+            check_guest_job(cls, tunables, where)
+        else:
+            for key in VM_KEYS:
+                if key in top:
+                    raise self.error(top[key][0], f"{key} applies only to `target: qemu`")
 
         spec = JobSpec(
             name=name,
@@ -386,6 +402,7 @@ class _Parser:
             tunables=tunables,
             target=target,
             path=self.path,
+            vm=vm,
         )
         check_size(spec, line=self.axis_lines[0] if self.axis_lines else None)
         return spec
@@ -576,6 +593,11 @@ class _Parser:
         if value not in GOVERNORS:
             raise self.error(node, _unknown("governor", str(value), GOVERNORS))
         return value
+
+    def text(self, node: ScalarNode, value: ParamValue) -> ParamValue:
+        if not isinstance(value, str):
+            raise self.error(node, f"cmdline must be a string of kernel parameters, got {value!r}")
+        return value.strip()
 
     def hog_count(self, node: ScalarNode, value: ParamValue) -> ParamValue:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:

@@ -21,10 +21,12 @@ from perfline.benchmarks import ParamValue
 # `governor` and `pin` are single-valued: their inner mapping always has exactly one
 # entry, keyed by the kind's own name (Case.governor / Case.pin read it).
 TUNABLE_KINDS = ("sysctl", "sysfs", "governor", "pin")
-# `load` (N CPU hogs beside each repetition) is written as a top-level job key but
-# travels with the tunables: it is a condition of the run that the matrix may vary.
-SINGLE_VALUED_KINDS = ("governor", "pin", "load")
-TARGETS = ("local",)
+# `load` (N CPU hogs beside each repetition) and `cmdline` (extra kernel parameters of
+# a VM target) are written as top-level job keys but travel with the tunables: they
+# are conditions of the run that the matrix may vary.
+SINGLE_VALUED_KINDS = ("governor", "pin", "load", "cmdline")
+TARGETS = ("local", "qemu")
+ACCELS = ("auto", "kvm", "tcg")
 # What JobError names as the "file" of a job built from command-line options.
 COMMAND_LINE = "command line"
 
@@ -51,6 +53,17 @@ AxisValue = ParamValue | list[ParamValue]
 
 
 @dataclass(frozen=True)
+class VmSpec:
+    """How the `qemu` target boots. The kernel is a name in the kernel registry; it is
+    not part of a case's identity, so that runs on two kernels compare case by case."""
+
+    kernel: str
+    cpus: int = 2
+    memory_mb: int = 1024
+    accel: str = "auto"
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """A validated job file (or a job built from the command line)."""
 
@@ -66,6 +79,7 @@ class JobSpec:
     target: str = "local"
     path: Path | None = None
     precision_pct: float | None = None
+    vm: VmSpec | None = None  # set exactly when target is qemu
 
 
 @dataclass(frozen=True)
@@ -84,6 +98,7 @@ class Case:
     # Adaptive run count: repeat until the CI half-width of the mean is within this
     # many % (at least AUTO_MIN_REPEAT runs, at most `repeat`). None: exactly `repeat`.
     precision_pct: float | None = None
+    vm: VmSpec | None = None
 
     @property
     def key(self) -> str:
@@ -106,6 +121,11 @@ class Case:
         """The cpufreq governor this case sets, if any."""
         value = self.tunables.get("governor", {}).get("governor")
         return None if value is None else str(value)
+
+    @property
+    def cmdline(self) -> str:
+        """Extra kernel parameters a VM target boots with ('' if none)."""
+        return str(self.tunables.get("cmdline", {}).get("cmdline", ""))
 
     @property
     def pin(self) -> str | None:

@@ -14,6 +14,7 @@ from types import FrameType, TracebackType
 from typing import Any, Protocol
 
 from perfline.benchmarks import BENCHMARKS, Benchmark, BenchmarkFailed, BenchmarkUnavailable
+from perfline.benchmarks.base import CommandBenchmark
 from perfline.fingerprint import Fingerprint
 from perfline.jobs.spec import AUTO_MIN_REPEAT, Case
 from perfline.metric import Measurement
@@ -22,6 +23,7 @@ from perfline.process import tail
 from perfline.stats.compare import mean_ci_halfwidth_pct
 from perfline.runner.load import cpu_hogs
 from perfline.store import COMPLETED, FAILED, INTERRUPTED, Store
+from perfline.targets.guest import GuestBenchmark
 from perfline.tunables import Journal, TunableError, applied
 
 # Errors that end a run as `failed` without being perfline bugs.
@@ -129,6 +131,8 @@ class CaseRun:
             if self.hold_setup:
                 self._bench = self._own(lambda: self._stack.enter_context(self._new_benchmark()))
                 self.settings.update(self._bench.settings())
+                if (system := self._bench.fingerprint()) is not None:
+                    self.ctx.store.set_fingerprint(self.run_id, system)
             self.ctx.store.set_settings(self.run_id, self.settings)
         except BaseException as exc:
             self.__exit__(type(exc), exc, exc.__traceback__)
@@ -235,7 +239,11 @@ class CaseRun:
         self.ctx.observer.run_finished(self.outcome)
 
     def _new_benchmark(self) -> Benchmark:
-        return self.benchmark_cls(self.case.params, self.workdir)
+        benchmark = self.benchmark_cls(self.case.params, self.workdir)
+        if self.case.vm is None:
+            return benchmark
+        assert isinstance(benchmark, CommandBenchmark)  # the job parser checks it
+        return GuestBenchmark(benchmark, self.case, self.ctx.observer.warning)
 
     def _step(self, action: Callable[[Benchmark], list[Measurement]]) -> list[Measurement]:
         def step() -> list[Measurement]:

@@ -130,15 +130,7 @@ class Store:
         pid: int,
     ) -> int:
         with self._session.begin() as session:
-            config_hash = fingerprint.config_hash
-            if config_hash is not None and session.get(KernelConfig, config_hash) is None:
-                session.add(
-                    KernelConfig(
-                        hash=config_hash,
-                        source=fingerprint.config_source or "",
-                        content=fingerprint.kernel_config or "",
-                    )
-                )
+            config_hash = self._ensure_config(session, fingerprint)
             run = RunRow(
                 job=case.job,
                 benchmark=case.benchmark,
@@ -166,6 +158,16 @@ class Store:
             session.add(run)
             session.flush()
             return run.id
+
+    def set_fingerprint(self, run_id: int, fingerprint: Fingerprint) -> None:
+        """Replace the run's description of the system under test, known only after
+        set-up for a VM guest. The row's host, pid and boot id stay: they are about the
+        perfline process, for telling a dead run from a live one."""
+        with self._session.begin() as session:
+            run = self._run(session, run_id)
+            run.config_hash = self._ensure_config(session, fingerprint)
+            run.kernel_release = fingerprint.kernel_release
+            run.fingerprint = fingerprint.to_json()
 
     def set_settings(self, run_id: int, settings: dict[str, Any]) -> None:
         with self._session.begin() as session:
@@ -422,6 +424,20 @@ class Store:
         if run is None:
             raise RunNotFound(f"no run with id {run_id} (see `perfline runs`)")
         return run
+
+    def _ensure_config(self, session: Session, fingerprint: Fingerprint) -> str | None:
+        """Store the fingerprint's kernel config once per distinct content; its hash."""
+        config_hash = fingerprint.config_hash
+        if config_hash is not None and session.get(KernelConfig, config_hash) is None:
+            session.add(
+                KernelConfig(
+                    hash=config_hash,
+                    source=fingerprint.config_source or "",
+                    content=fingerprint.kernel_config or "",
+                )
+            )
+            session.flush()
+        return config_hash
 
     def _ensure_metrics(self, session: Session, metrics: Iterable[Metric]) -> None:
         for metric in {m.name: m for m in metrics}.values():

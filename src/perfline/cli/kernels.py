@@ -1,0 +1,89 @@
+"""`perfline kernels`: the registry of kernel images the qemu target boots."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from perfline.cli.common import EXIT_FAILED, console, errors, fail
+from perfline.process import ToolMissing
+from perfline.targets.kernels import Kernel, KernelError, add_deb, add_image, kernels_dir, list_kernels
+
+kernels_app = typer.Typer(
+    no_args_is_help=True,
+    help="Kernel images for `perfline run --target qemu --kernel NAME`.",
+)
+
+ReplaceOption = Annotated[bool, typer.Option("--replace", help="Overwrite a kernel of that name.")]
+
+
+@kernels_app.command("add")
+def add(
+    image: Annotated[Path, typer.Argument(help="An x86 bzImage, e.g. /boot/vmlinuz-6.12.x or arch/x86/boot/bzImage.")],
+    name: Annotated[str, typer.Option(help="Name to use in jobs and --kernel.")],
+    config: Annotated[
+        Optional[Path], typer.Option(help="Its .config (default: config-RELEASE beside the image).")
+    ] = None,
+    replace: ReplaceOption = False,
+) -> None:
+    """Register a kernel image (copied into perfline's cache)."""
+    try:
+        kernel = add_image(image, name, config=config, replace=replace)
+    except KernelError as exc:
+        raise fail(str(exc), EXIT_FAILED) from None
+    _added(kernel)
+
+
+@kernels_app.command("add-deb")
+def add_debian(
+    package: Annotated[
+        str, typer.Argument(help="A Debian kernel package, e.g. linux-image-cloud-amd64.")
+    ],
+    name: Annotated[
+        Optional[str], typer.Option(help="Name to use (default: the package without linux-image-).")
+    ] = None,
+    replace: ReplaceOption = False,
+) -> None:
+    """Download a Debian kernel package with apt-get and register its image and config."""
+    try:
+        kernel = add_deb(
+            package,
+            name,
+            replace=replace,
+            progress=lambda message: errors.print(f"[dim]{escape(message)}[/dim]"),
+        )
+    except (KernelError, ToolMissing) as exc:
+        raise fail(str(exc), EXIT_FAILED) from None
+    _added(kernel)
+
+
+@kernels_app.command("list")
+def list_registered(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Registered kernels: name, release, where they came from."""
+    kernels = list_kernels()
+    if as_json:
+        print(json.dumps([{**asdict(k.meta), "image": str(k.image)} for k in kernels], indent=2))
+        return
+    if not kernels:
+        console.print(f"no kernels in {kernels_dir()}; add one with `perfline kernels add-deb linux-image-cloud-amd64`")
+        return
+    table = Table(title=f"kernels in {kernels_dir()}", title_justify="left")
+    for column in ("name", "release", "source", "config", "sha256"):
+        table.add_column(column, no_wrap=column in ("name", "sha256"))
+    for kernel in kernels:
+        meta = kernel.meta
+        config = "yes" if kernel.config_path.exists() else "-"
+        table.add_row(meta.name, meta.release, meta.source, config, meta.sha256[:12])
+    console.print(table)
+
+
+def _added(kernel: Kernel) -> None:
+    console.print(f"kernel [cyan]{escape(kernel.name)}[/cyan]: {escape(kernel.release)} ({escape(kernel.meta.source)})")

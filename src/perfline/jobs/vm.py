@@ -1,0 +1,121 @@
+"""The `qemu` target's settings: checks shared by job files and command-line options.
+
+`fail_for(key)` gives the error factory for a key, so that a job file points at the
+offending line and the command line names the offending option.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from perfline.benchmarks import Benchmark
+from perfline.benchmarks.base import CommandBenchmark
+from perfline.jobs.spec import ACCELS, COMMAND_LINE, TARGETS, JobError, JobSpec, VmSpec
+from perfline.targets.kernels import KernelError, get_kernel
+
+# Job keys that describe the VM; `cmdline` travels with the tunables (spec.py).
+VM_KEYS = ("kernel", "cmdline", "vm_cpus", "vm_memory", "accel")
+MIN_MEMORY_MB = 128
+# Tunables that still mean something with a VM: load runs on this host, cmdline boots.
+GUEST_TUNABLES = ("load", "cmdline")
+
+FailFor = Callable[[str], Callable[[str], JobError]]
+
+
+def vm_spec(
+    kernel: Any, cpus: Any, memory_mb: Any, accel: Any, fail_for: FailFor
+) -> VmSpec:
+    """A validated VmSpec; None for an option means its default."""
+    if kernel is None:
+        raise fail_for("kernel")(
+            "target qemu needs a kernel: `kernel: NAME` (see `perfline kernels list`)"
+        )
+    if not isinstance(kernel, str):
+        raise fail_for("kernel")(f"kernel must be a registered kernel's name, got {kernel!r}; quote it")
+    try:
+        get_kernel(kernel)
+    except KernelError as exc:
+        raise fail_for("kernel")(str(exc)) from None
+    defaults = VmSpec(kernel)
+    return VmSpec(
+        kernel=kernel,
+        cpus=_count("vm_cpus", defaults.cpus if cpus is None else cpus, 1, fail_for),
+        memory_mb=_count(
+            "vm_memory", defaults.memory_mb if memory_mb is None else memory_mb, MIN_MEMORY_MB, fail_for
+        ),
+        accel=_accel(defaults.accel if accel is None else accel, fail_for),
+    )
+
+
+def check_guest_job(
+    benchmark: type[Benchmark], tunables: Mapping[str, Any], fail_for: FailFor
+) -> None:
+    """What a VM cannot run yet: benchmarks that are more than one command, and
+    tunables, which perfline applies on this host and so would miss the guest."""
+    if not issubclass(benchmark, CommandBenchmark):
+        raise fail_for("target")(
+            f"benchmark {benchmark.name!r} cannot run with target qemu: only benchmarks that "
+            "are one command (rcu-gp, cpu-latency, command) run in a VM so far"
+        )
+    for kind in tunables:
+        if kind not in GUEST_TUNABLES:
+            raise fail_for("tunables")(
+                f"tunables.{kind} would be applied on this host, not in the VM; with target "
+                "qemu give kernel parameters in cmdline instead"
+            )
+
+
+def with_target(
+    job: JobSpec,
+    benchmark: type[Benchmark],
+    *,
+    target: str | None = None,
+    kernel: str | None = None,
+    cmdline: str | None = None,
+    cpus: int | None = None,
+    memory_mb: int | None = None,
+    accel: str | None = None,
+) -> JobSpec:
+    """The job with `perfline run --target/--kernel/...` laid over it."""
+    options = {"kernel": kernel, "cmdline": cmdline, "vm_cpus": cpus, "vm_memory": memory_mb, "accel": accel}
+
+    def fail_for(key: str) -> Callable[[str], JobError]:
+        option = {"target": "--target", "tunables": "tunables", **{k: f"--{k.replace('_', '-')}" for k in VM_KEYS}}
+        return lambda message: JobError(COMMAND_LINE, None, f"{option[key]}: {message}")
+
+    target = target or job.target
+    if target not in TARGETS:
+        raise fail_for("target")(f"unknown target {target!r}: expected one of {', '.join(TARGETS)}")
+    if target != "qemu":
+        for key, value in options.items():
+            if value is not None:
+                raise fail_for(key)("applies only to --target qemu")
+        return replace(job, target=target, vm=None)
+    base = job.vm
+    vm = vm_spec(
+        kernel if kernel is not None else base and base.kernel,
+        cpus if cpus is not None else base and base.cpus,
+        memory_mb if memory_mb is not None else base and base.memory_mb,
+        accel if accel is not None else base and base.accel,
+        fail_for,
+    )
+    tunables = dict(job.tunables)
+    if cmdline is not None:
+        tunables["cmdline"] = {"cmdline": cmdline.strip()}
+    check_guest_job(benchmark, tunables, fail_for)
+    return replace(job, target=target, vm=vm, tunables=tunables)
+
+
+def _count(key: str, value: Any, minimum: int, fail_for: FailFor) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        unit = " (MiB)" if key == "vm_memory" else ""
+        raise fail_for(key)(f"{key} must be an integer >= {minimum}{unit}, got {value!r}")
+    return value
+
+
+def _accel(value: Any, fail_for: FailFor) -> str:
+    if value not in ACCELS:
+        raise fail_for("accel")(f"accel must be one of {', '.join(ACCELS)}, got {value!r}")
+    return str(value)

@@ -1,0 +1,172 @@
+"""A one-command benchmark run inside a VM that boots the case's kernel.
+
+GuestBenchmark wraps the real benchmark: set-up boots the VM, each repetition sends
+the benchmark's argv to the guest agent and parses the reply with the benchmark's own
+`parse`, tear-down powers the VM off. The run's fingerprint is the guest's: its
+kernel release, version, command line, config and sysctls, with this host's identity
+and CPU model, and the accelerator that ran it.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import tempfile
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from perfline.benchmarks.base import (
+    Benchmark,
+    BenchmarkFailed,
+    BenchmarkUnavailable,
+    CommandBenchmark,
+    CommandOutput,
+)
+from perfline.fingerprint import Fingerprint
+from perfline.jobs.spec import Case
+from perfline.metric import Measurement
+from perfline.process import ToolMissing, tail
+from perfline.targets import initramfs, local
+from perfline.targets.kernels import Kernel, KernelError, get_kernel
+from perfline.targets.qemu import GuestFailed, Vm, VmConfig, qemu_version
+
+# What the local fingerprint reads, relative to /; copied in the guest because /proc
+# files report size 0 and cannot be archived as they are.
+GUEST_FACTS = (
+    "proc/sys/kernel/osrelease",
+    "proc/sys/kernel/version",
+    "proc/cmdline",
+    "proc/cpuinfo",
+    "proc/meminfo",
+    "proc/config.gz",
+    *(f"proc/sys/{name.replace('.', '/')}" for name in local.RELEVANT_SYSCTLS),
+    *(path.lstrip("/") for path in local.RELEVANT_SYSFS),
+)
+FACTS_TIMEOUT_S = 60.0
+
+
+class GuestBenchmark(Benchmark):
+    name = "guest"
+    summary = "a one-command benchmark run in a VM"
+
+    def __init__(self, inner: CommandBenchmark, case: Case, warn: Callable[[str], None]) -> None:
+        super().__init__(inner.values, inner.workdir)
+        if case.vm is None:
+            raise ValueError(f"case {case.key} has no VM settings")
+        self.inner = inner
+        self.spec = case.vm
+        self.cmdline = case.cmdline
+        self.warn = warn
+        self._vm: Vm | None = None
+        self._kernel: Kernel | None = None
+        self._fingerprint: Fingerprint | None = None
+        self._qemu = ""
+
+    def setup(self) -> None:
+        try:
+            self._kernel = get_kernel(self.spec.kernel)
+            image = initramfs.build(self.inner.executables())
+            self._qemu = qemu_version()
+        except (KernelError, initramfs.InitramfsError, ToolMissing) as exc:
+            raise BenchmarkUnavailable(str(exc)) from exc
+        directory = self.workdir / "vm"
+        directory.mkdir(exist_ok=True)
+        config = VmConfig(
+            self._kernel, image, self.cmdline, self.spec.cpus, self.spec.memory_mb, self.spec.accel
+        )
+        self._vm = Vm(config, directory)
+        try:
+            self._vm.boot()
+        except GuestFailed as exc:
+            raise BenchmarkFailed(f"VM with kernel {self.spec.kernel}: {exc}", exc.console_tail) from exc
+        for warning in self._vm.warnings:
+            self.warn(warning)
+        self._fingerprint = self._guest_fingerprint()
+
+    def run_once(self) -> list[Measurement]:
+        argv = self.inner.argv()
+        output, status = self._run(argv, self.inner.timeout())
+        if status != 0:
+            raise self.inner.failure(
+                f"{Path(argv[0]).name}: exited with status {status} in the VM",
+                tail(output.stderr or output.stdout),
+            )
+        return self.inner.parse(output)
+
+    def teardown(self) -> None:
+        if self._vm is not None:
+            self._vm.close()
+
+    def settings(self) -> dict[str, Any]:
+        assert self._vm is not None and self._kernel is not None
+        return {
+            "vm_accel": self._vm.accel,
+            "vm_kernel": self._kernel.name,
+            "vm_kernel_release": self._kernel.release,
+            "vm_cmdline": self._vm.config.full_cmdline,
+            "vm_cpus": self.spec.cpus,
+            "vm_memory_mb": self.spec.memory_mb,
+            "qemu_version": self._qemu,
+            "vm_boot_s": round(self._vm.boot_s, 3),
+            **({"vm_warnings": self._vm.warnings} if self._vm.warnings else {}),
+        }
+
+    def fingerprint(self) -> Fingerprint | None:
+        return self._fingerprint
+
+    def _run(self, argv: list[str], timeout: float | None) -> tuple[CommandOutput, int]:
+        assert self._vm is not None
+        try:
+            result = self._vm.run(argv, timeout)
+        except GuestFailed as exc:
+            raise BenchmarkFailed(f"in the VM: {exc}", exc.console_tail) from exc
+        output = CommandOutput(
+            result.stdout.decode(errors="replace"),
+            result.stderr.decode(errors="replace"),
+            result.elapsed_s,
+        )
+        return output, result.status
+
+    def _guest_fingerprint(self) -> Fingerprint:
+        """The local fingerprint read from the guest's files, with this host's identity."""
+        assert self._vm is not None and self._kernel is not None
+        copy = " ".join(
+            f'[ -r /{p} ] && mkdir -p "/tmp/facts/{Path(p).parent}" && cat /{p} > /tmp/facts/{p};'
+            for p in GUEST_FACTS
+        )
+        try:
+            result = self._vm.run(
+                ["/bin/sh", "-c", f"{copy} tar -c -C /tmp/facts ."], FACTS_TIMEOUT_S
+            )
+        except GuestFailed as exc:
+            raise BenchmarkFailed(f"reading the guest's fingerprint: {exc}", exc.console_tail) from exc
+        host = local.fingerprint()
+        with tempfile.TemporaryDirectory(prefix="perfline-guest-") as scratch:
+            root = Path(scratch)
+            with tarfile.open(fileobj=io.BytesIO(result.stdout)) as archive:
+                archive.extractall(root, filter="data")
+            guest = local.fingerprint(root)
+            cpuinfo = (root / "proc/cpuinfo").read_text(errors="replace")
+        config, source = guest.kernel_config, guest.config_source
+        if config is None and (registered := self._kernel.config()) is not None:
+            config, source = registered, f"perfline kernel {self._kernel.name}"
+        return replace(
+            guest,
+            machine_id=host.machine_id,
+            boot_id=host.boot_id,
+            cpu_model=host.cpu_model,
+            cpu_count=sum(line.startswith("processor") for line in cpuinfo.splitlines()),
+            # Under emulation the host's load slows the guest; the host's is what matters.
+            loadavg=host.loadavg,
+            target="qemu",
+            kernel_config=config,
+            config_source=source,
+            vm={
+                "accel": self._vm.accel,
+                "kernel": self._kernel.name,
+                "qemu": self._qemu,
+                "guest_cpu_model": local.cpu_model(cpuinfo),
+            },
+        )
