@@ -22,6 +22,7 @@ from perfline.cli.common import (
     running,
     state,
 )
+from perfline.cli.bisect import bisect_app
 from perfline.cli.history import detect, history, regressions_app
 from perfline.cli.kernels import kernels_app
 from perfline.cli.migration import migration_cost
@@ -361,6 +362,7 @@ def ab(
 app.command()(history)
 app.command()(detect)
 app.add_typer(regressions_app, name="regressions")
+app.add_typer(bisect_app, name="bisect")
 app.add_typer(kernels_app, name="kernels")
 
 

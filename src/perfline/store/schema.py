@@ -128,3 +128,51 @@ class RegressionRow(Base):
     note: Mapped[str | None] = mapped_column(Text)
     detected_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+
+
+class BisectionRow(Base):
+    """A bisection's definition; its progress is the samples and builds below it."""
+
+    __tablename__ = "bisections"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo: Mapped[str] = mapped_column(Text)
+    good: Mapped[str] = mapped_column(String(64))
+    bad: Mapped[str] = mapped_column(String(64))
+    # The commits, good first, bad last, as full hashes: indexes below refer to them.
+    commits: Mapped[list[Any]]
+    build: Mapped[str] = mapped_column(Text)
+    command: Mapped[str | None] = mapped_column(Text)
+    job: Mapped[str | None] = mapped_column(Text)
+    metric: Mapped[str] = mapped_column(String(200))
+    direction: Mapped[str] = mapped_column(String(8))
+    max_runs: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class BisectSampleRow(Base):
+    __tablename__ = "bisect_samples"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    bisection_id: Mapped[int] = mapped_column(
+        ForeignKey("bisections.id", ondelete="CASCADE"), index=True
+    )
+    commit_index: Mapped[int] = mapped_column(Integer)
+    # "bisect" feeds the posterior; "confirm" is the fresh A/B of culprit and parent.
+    phase: Mapped[str] = mapped_column(String(8))
+    value: Mapped[float] = mapped_column(Float)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    taken_at: Mapped[datetime]
+
+
+class BisectBuildRow(Base):
+    __tablename__ = "bisect_builds"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    bisection_id: Mapped[int] = mapped_column(
+        ForeignKey("bisections.id", ondelete="CASCADE"), index=True
+    )
+    commit_index: Mapped[int] = mapped_column(Integer)
+    ok: Mapped[bool] = mapped_column(Boolean)
+    seconds: Mapped[float] = mapped_column(Float)
+    log_tail: Mapped[str] = mapped_column(Text)

@@ -16,6 +16,7 @@ from perfline.jobs.spec import Case
 from perfline.metric import Direction, Measurement, Metric
 from perfline.profile import ProfileEntry
 from perfline.store import migrate
+from perfline.store.bisections import BisectionQueries
 from perfline.store.engine import connect, resolve_url
 from perfline.store.schema import (
     KernelConfig,
@@ -103,7 +104,7 @@ class Regression:
     updated_at: datetime
 
 
-class Store:
+class Store(BisectionQueries):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._session = sessionmaker(engine, expire_on_commit=False)

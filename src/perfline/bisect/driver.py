@@ -1,0 +1,149 @@
+"""Drives a stored bisection: replay what is recorded, then build, measure, record.
+
+Every build result and sample is committed before the next decision, and the state
+machine derives everything from them, so resuming after Ctrl-C or SIGKILL continues
+exactly where the last committed sample left off.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from perfline.bisect.bisection import Bisection, BisectResult, Status
+from perfline.bisect.confirm import ABConfirmation, Confirmation, Decision
+from perfline.bisect.worktree import Builder, Commit
+from perfline.metric import Direction
+from perfline.store import Store
+from perfline.store.bisections import BisectBuild, BisectionRecord, BisectSample
+
+BISECT, CONFIRM = "bisect", "confirm"
+
+
+class BisectError(RuntimeError):
+    pass
+
+
+class MeasureFailed(RuntimeError):
+    """The benchmark could not produce a value at this commit."""
+
+
+class Measure(Protocol):
+    def __call__(self, commit: Commit, tree_index: int) -> tuple[float, int | None]:
+        """One value of the metric at the commit, and the perfline run id if any."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    record: BisectionRecord
+    result: BisectResult
+    confirmation: Confirmation | None
+    builds: int  # commits built for this bisection
+
+    def culprit(self) -> str:
+        return self.record.spec.commits[self.result.culprit]
+
+    def to_json(self) -> dict[str, Any]:
+        spec, r, c = self.record.spec, self.result, self.confirmation
+        change, ci = (c.change_pct, c.ci_pct) if c and c.decision is Decision.CONFIRMED else (r.change_pct, r.ci_pct)
+        return {
+            "culprit": spec.commits[r.culprit],
+            "probability": r.probability,
+            "change_pct": change,
+            "ci_pct": list(ci),
+            "runs": r.runs + (c.runs if c else 0),
+            "builds": self.builds,
+            "status": r.status.value,
+            "kind": r.kind.value,
+            "suspects": [spec.commits[i] for i in r.suspects],
+            "parent": spec.commits[r.parent],
+            "confirmation": None if c is None else {
+                "decision": c.decision.value, "change_pct": c.change_pct,
+                "ci_pct": list(c.ci_pct), "p_value": c.p_value, "runs": c.runs,
+            },
+        }
+
+
+Progress = Callable[[str, int, float], None]  # (event, runs so far, top posterior)
+
+
+def replay(store: Store, record: BisectionRecord) -> tuple[Bisection, list[BisectSample]]:
+    """The state machine rebuilt from the store, and the confirmation samples so far."""
+    spec = record.spec
+    bisection = Bisection(len(spec.commits), Direction(spec.direction), max_runs=spec.max_runs)
+    for build in store.bisect_builds(record.id):
+        if not build.ok and build.commit_index not in (0, len(spec.commits) - 1):
+            bisection.mark_untestable(build.commit_index)
+    confirming = []
+    for sample in store.bisect_samples(record.id):
+        if sample.phase == BISECT:
+            bisection.observe(sample.commit_index, sample.value)
+        else:
+            confirming.append(sample)
+    return bisection, confirming
+
+
+def drive(
+    store: Store,
+    bisection_id: int,
+    builder: Builder,
+    commits: list[Commit],
+    measure: Measure,
+    progress: Progress = lambda event, runs, top: None,
+) -> Outcome:
+    record = store.bisection(bisection_id)
+    bisection, confirming = replay(store, record)
+    built = {b.commit_index: b.ok for b in store.bisect_builds(record.id)}
+
+    def ready(index: int) -> bool:
+        """Build the commit unless done before; False when it does not build."""
+        if index not in built:
+            result = builder.build(commits[index].sha)
+            store.add_bisect_build(record.id, BisectBuild(index, result.ok, result.seconds, result.log_tail))
+            built[index] = result.ok
+            if not result.ok and index in (0, len(commits) - 1):
+                which = "good" if index == 0 else "bad"
+                raise BisectError(f"the {which} commit {commits[index].sha[:12]} does not build:\n{result.log_tail}")
+        return built[index]
+
+    def sample(index: int, phase: str) -> float:
+        value, run_id = measure(commits[index], index)
+        if not (value > 0 and math.isfinite(value)):
+            raise BisectError(f"commit {commits[index].sha[:12]} gave {value!r}; the metric must be positive")
+        store.add_bisect_sample(record.id, BisectSample(index, phase, value, run_id))
+        return value
+
+    while (probe := bisection.next_probe()) is not None:
+        if not ready(probe):
+            bisection.mark_untestable(probe)
+            progress(f"{commits[probe].sha[:12]} does not build: untestable", bisection.runs, 0.0)
+            continue
+        try:
+            value = sample(probe, BISECT)
+        except MeasureFailed as exc:
+            if bisection.samples_at(probe) or probe in (0, len(commits) - 1):
+                raise BisectError(f"measuring {commits[probe].sha[:12]} failed: {exc}") from exc
+            store.add_bisect_build(record.id, BisectBuild(probe, False, 0.0, f"benchmark failed: {exc}"))
+            bisection.mark_untestable(probe)
+            continue
+        bisection.observe(probe, value)
+        progress(f"{commits[probe].sha[:12]} = {value:.6g}", bisection.runs, float(bisection.posterior().max()))
+
+    result = bisection.result()
+    confirmation = None
+    if result.status in (Status.FOUND, Status.BUDGET):
+        check = ABConfirmation(result.parent, result.culprit, increase=result.change_pct > 0)
+        for done in confirming:
+            check.observe(done.commit_index, done.value)
+        while (probe := check.next_probe()) is not None:
+            ready(probe)
+            check.observe(probe, sample(probe, CONFIRM))
+            progress(f"confirming {commits[probe].sha[:12]}", bisection.runs, result.probability)
+        confirmation = check.result()
+    # Builds: commits that needed one (a worktree already built by an earlier bisection
+    # of the same range counts, though it cost nothing this time).
+    outcome = Outcome(record, result, confirmation, len(built))
+    store.finish_bisection(record.id, result.status.value, outcome.to_json())
+    return Outcome(store.bisection(record.id), result, confirmation, len(built))

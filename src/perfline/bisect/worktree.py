@@ -1,0 +1,110 @@
+"""Commits of a range, each checked out in its own git worktree and built once.
+
+The user's checkout is never touched: every commit gets a detached worktree under
+perfline's cache, and its build result is kept there, keyed by the build command, so a
+resumed bisection (or a second one over the same range) builds nothing twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfline.process import tail
+
+BUILD_TIMEOUT_S = 3 * 3600.0
+
+
+class RangeError(ValueError):
+    """The good/bad range cannot be bisected; the message says why."""
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: str
+    subject: str
+    author: str
+
+
+@dataclass(frozen=True)
+class Build:
+    ok: bool
+    seconds: float
+    log_tail: str
+    cached: bool
+
+
+def cache_dir() -> Path:
+    configured = os.environ.get("PERFLINE_CACHE_DIR")
+    base = Path(configured) if configured else Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    ) / "perfline"
+    return base / "bisect"
+
+
+def git(repo: Path, *args: str) -> str:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RangeError(f"{repo}: git {args[0]}: {proc.stderr.strip() or 'failed'}")
+    return proc.stdout
+
+
+def commit_range(repo: Path, good: str, bad: str) -> list[Commit]:
+    """good, then the first-parent history up to bad, oldest first.
+
+    First-parent order walks a merge-heavy history (like the kernel's) along the
+    mainline: a merge that brought the change in is found first, and bisecting into the
+    merged branch is a second bisection over that branch.
+    """
+    good_sha, bad_sha = (git(repo, "rev-parse", "--verify", f"{rev}^{{commit}}").strip() for rev in (good, bad))
+    ancestor = subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", good_sha, bad_sha])
+    if ancestor.returncode != 0:
+        raise RangeError(f"{good} is not an ancestor of {bad}: nothing to bisect between them")
+    fmt = "--format=%H%x1f%s%x1f%an"
+    lines = git(repo, "log", "-1", fmt, good_sha).splitlines()
+    lines += git(repo, "log", "--first-parent", "--reverse", fmt, f"{good_sha}..{bad_sha}").splitlines()
+    commits = [Commit(*line.split("\x1f", 2)) for line in lines if line]
+    if len(commits) < 2:
+        raise RangeError(f"{good}..{bad} is empty: the good and bad commits are the same")
+    return commits
+
+
+class Builder:
+    def __init__(self, repo: Path, build: str, root: Path | None = None) -> None:
+        self.repo = repo.resolve()
+        self.command = build
+        digest = hashlib.sha256(str(self.repo).encode()).hexdigest()[:16]
+        self.root = (root or cache_dir()) / digest
+        # One marker per build command: changing the command rebuilds.
+        self.marker = ".perfline-build-" + hashlib.sha256(build.encode()).hexdigest()[:12]
+
+    def tree(self, sha: str) -> Path:
+        """The commit's worktree, created on first use."""
+        path = self.root / sha
+        if not (path / ".git").exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            git(self.repo, "worktree", "add", "--detach", "--force", str(path), sha)
+        return path
+
+    def build(self, sha: str) -> Build:
+        tree = self.tree(sha)
+        marker = tree / self.marker
+        if marker.exists():
+            status, _, log = marker.read_text().partition("\n")
+            ok, seconds = status.split()[0] == "ok", float(status.split()[1])
+            return Build(ok, seconds, log, cached=True)
+        started = time.monotonic()
+        try:
+            proc = subprocess.run(["/bin/sh", "-c", self.command], cwd=tree, capture_output=True,
+                                  text=True, timeout=BUILD_TIMEOUT_S)
+            ok, output = proc.returncode == 0, proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired:
+            ok, output = False, f"build timed out after {BUILD_TIMEOUT_S:.0f} s"
+        seconds = time.monotonic() - started
+        log = tail(output)
+        marker.write_text(f"{'ok' if ok else 'failed'} {seconds:.3f}\n{log}")
+        return Build(ok, seconds, log, cached=False)

@@ -1,0 +1,270 @@
+"""`perfline bisect`: find the commit that changed a metric, with few benchmark runs."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from contextlib import contextmanager
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Optional
+
+import numpy as np
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from perfline.benchmarks import BENCHMARKS
+from perfline.bisect.bisection import Status
+from perfline.bisect.driver import BisectError, Measure, MeasureFailed, Outcome, drive, replay
+from perfline.bisect.worktree import Builder, Commit, RangeError, commit_range
+from perfline.cli.common import EXIT_FAILED, console, errors, fail, open_store, running
+from perfline.jobs import JobError, expand, load_job
+from perfline.metric import Direction
+from perfline.process import tail
+from perfline.runner import execute
+from perfline.store import COMPLETED, Store
+from perfline.store.bisections import BisectionNotFound, BisectionRecord, BisectionSpec
+
+bisect_app = typer.Typer(help="Noise-aware bisection of a performance change to its commit.",
+                         no_args_is_help=True)
+COMMAND_TIMEOUT_S = 3600.0
+
+
+@bisect_app.command("start")
+def start(
+    repo: Annotated[Path, typer.Option(help="The git repository (it is never modified).")],
+    good: Annotated[str, typer.Option(help="A commit with the old performance.")],
+    bad: Annotated[str, typer.Option(help="A later commit with the new performance.")],
+    build: Annotated[str, typer.Option(help="Shell command that builds a commit, e.g. 'make -j2'.")],
+    command: Annotated[Optional[str], typer.Option(help="Benchmark command run in the built tree; "
+                                                   "the last line of its stdout is the value.")] = None,
+    direction: Annotated[Optional[str], typer.Option(help="lower or higher: which way is better.")] = None,
+    job: Annotated[Optional[Path], typer.Option(help="A perfline job (one case) instead of --command.")] = None,
+    metric: Annotated[Optional[str], typer.Option(help="With --job: the metric to bisect.")] = None,
+    max_runs: Annotated[int, typer.Option(min=10, help="Benchmark runs at most.")] = 200,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Start a bisection between a good and a bad commit, and run it to the end."""
+    if (command is None) == (job is None):
+        raise fail("give either --command (with --direction) or --job (with --metric)")
+    if job is not None and metric is None:
+        raise fail("--job needs --metric, e.g. --metric sched-pipe.usecs_per_op")
+    chosen = _direction(direction, job, metric)
+    try:
+        commits = commit_range(repo, good, bad)
+    except RangeError as exc:
+        raise fail(str(exc)) from None
+    store = open_store()
+    bisection_id = store.create_bisection(BisectionSpec(
+        repo=str(repo.resolve()), good=good, bad=bad, commits=[c.sha for c in commits], build=build,
+        command=command, job=str(job.resolve()) if job else None, metric=metric or "command.value",
+        direction=chosen.value, max_runs=max_runs,
+    ))
+    errors.print(f"bisection {bisection_id}: {len(commits)} commits from {good} to {bad}; "
+                 f"`perfline bisect resume {bisection_id}` continues it if interrupted")
+    _run(store, bisection_id, commits, as_json)
+
+
+@bisect_app.command("resume")
+def resume(
+    bisection_id: Annotated[int, typer.Argument(help="Bisection id.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Continue a bisection after Ctrl-C or a crash; no finished measurement is repeated."""
+    store = open_store()
+    record = _record(store, bisection_id)
+    commits = _commits(record)
+    _run(store, record.id, commits, as_json)
+
+
+@bisect_app.command("status")
+def status(bisection_id: Annotated[Optional[int], typer.Argument(help="Bisection id (default: newest).")] = None) -> None:
+    """Runs so far, the most probable commits, and the next probe."""
+    store = open_store()
+    record = _record(store, bisection_id)
+    bisection, _ = replay(store, record)
+    commits = _commits(record)
+    posterior = bisection.posterior()
+    console.print(f"bisection {record.id} ({record.status}): {len(commits)} commits, {bisection.runs} runs "
+                  f"of at most {record.spec.max_runs}, {len(store.bisect_builds(record.id))} builds")
+    table = Table(title="most probable first bad commits", title_justify="left")
+    for column in ("commit", "subject", "P(first bad)", "samples"):
+        table.add_column(column)
+    for index in np.argsort(posterior)[::-1][:5]:
+        if posterior[index] <= 0:
+            break
+        commit = commits[int(index)]
+        table.add_row(commit.sha[:12], commit.subject, f"{posterior[index]:.3f}",
+                      str(len(bisection.samples_at(int(index)))))
+    console.print(table)
+    probe = bisection.next_probe()
+    console.print("next probe: " + (f"{commits[probe].sha[:12]} {commits[probe].subject}" if probe is not None
+                                    else "none, the bisection has concluded"))
+    if record.result:
+        console.print_json(data=record.result)
+
+
+@bisect_app.command("log")
+def log(bisection_id: Annotated[Optional[int], typer.Argument(help="Bisection id (default: newest).")] = None) -> None:
+    """Every probe: commit, sample, phase; and every build."""
+    store = open_store()
+    record = _record(store, bisection_id)
+    commits = _commits(record)
+    table = Table(title=f"bisection {record.id} probes", title_justify="left")
+    for column in ("#", "commit", "subject", "phase", "value", "run"):
+        table.add_column(column)
+    for number, sample in enumerate(store.bisect_samples(record.id), start=1):
+        commit = commits[sample.commit_index]
+        table.add_row(str(number), commit.sha[:12], commit.subject, sample.phase, f"{sample.value:.6g}",
+                      str(sample.run_id or ""))
+    console.print(table)
+    builds = Table(title="builds", title_justify="left")
+    for column in ("commit", "result", "seconds", "log (tail)"):
+        builds.add_column(column, overflow="fold")
+    for build in store.bisect_builds(record.id):
+        builds.add_row(commits[build.commit_index].sha[:12], "ok" if build.ok else "failed: untestable",
+                       f"{build.seconds:.1f}", "" if build.ok else build.log_tail[-300:])
+    console.print(builds)
+
+
+def _run(store: Store, bisection_id: int, commits: list[Commit], as_json: bool) -> None:
+    record = store.bisection(bisection_id)
+    spec = record.spec
+    builder = Builder(Path(spec.repo), spec.build)
+    with _progress(spec.max_runs) as update, _measure(store, record, builder) as measure:
+        try:
+            outcome = drive(store, record.id, builder, commits, measure, update)
+        except BisectError as exc:
+            raise fail(str(exc), EXIT_FAILED) from None
+    if as_json:
+        print(json.dumps(outcome.to_json(), indent=2))
+    else:
+        _print_outcome(outcome, commits)
+    if outcome.result.status is not Status.FOUND:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@contextmanager
+def _progress(max_runs: int) -> Iterator[object]:
+    progress = Progress(TextColumn("[bold]bisect"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("P(top)={task.fields[top]:.3f}  {task.description}"),
+                        TimeElapsedColumn(), console=errors)
+    task = progress.add_task("", total=max_runs, top=0.0)
+
+    def update(event: str, runs: int, top: float) -> None:
+        progress.update(task, completed=runs, description=event, top=top)
+
+    with progress:
+        yield update
+
+
+@contextmanager
+def _measure(store: Store, record: BisectionRecord, builder: Builder) -> Iterator[Measure]:
+    spec = record.spec
+    if spec.command is not None:
+        command = spec.command
+
+        def measure_command(commit: Commit, index: int) -> tuple[float, int | None]:
+            return _run_command(command, builder.tree(commit.sha)), None
+
+        yield measure_command
+        return
+    assert spec.job is not None
+    try:
+        [case] = [replace(c, repeat=1, warmup=0, precision_pct=None) for c in expand(load_job(spec.job))]
+    except (JobError, ValueError) as exc:
+        raise fail(f"{spec.job}: a bisection job must have exactly one case ({exc})") from None
+    with running(store, [case], f"bisect-{record.id}", None) as ctx:
+
+        def measure_job(commit: Commit, index: int) -> tuple[float, int | None]:
+            # The job's benchmark finds the built tree here, e.g. `cmd: $PERFLINE_TREE/bench`.
+            os.environ["PERFLINE_TREE"] = str(builder.tree(commit.sha))
+            outcome = execute(case, replace(ctx, kernel_commit=commit.sha))
+            if outcome.status != COMPLETED:
+                raise MeasureFailed(outcome.error or outcome.status)
+            values = [s.value for s in store.get_run(outcome.run_id).samples if s.metric.name == spec.metric]
+            if not values:
+                raise MeasureFailed(f"run {outcome.run_id} has no samples of {spec.metric}")
+            return float(np.mean(values)), outcome.run_id
+
+        yield measure_job
+
+
+def _run_command(command: str, tree: Path) -> float:
+    try:
+        proc = subprocess.run(["/bin/sh", "-c", command], cwd=tree, capture_output=True, text=True,
+                              timeout=COMMAND_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise MeasureFailed(f"{command!r} timed out after {COMMAND_TIMEOUT_S:.0f} s") from None
+    if proc.returncode != 0:
+        raise MeasureFailed(f"{command!r} exited {proc.returncode}: {tail(proc.stderr or proc.stdout, 5)}")
+    lines = proc.stdout.strip().splitlines()
+    try:
+        value = float(lines[-1]) if lines else math.nan
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise MeasureFailed(f"the last line of {command!r}'s stdout is not a number: {lines[-1:]!r}")
+    return value
+
+
+def _direction(direction: str | None, job: Path | None, metric: str | None) -> Direction:
+    if direction is not None:
+        if direction not in ("lower", "higher"):
+            raise fail("--direction must be lower or higher")
+        return Direction(direction)
+    if job is not None and metric is not None:
+        try:
+            benchmark = BENCHMARKS.get(load_job(job).benchmark)
+        except JobError as exc:
+            raise fail(str(exc)) from None
+        for known in benchmark.metrics:
+            if known.name == metric:
+                return known.direction
+        raise fail(f"{metric} is not a metric of {benchmark.name} "
+                   f"({', '.join(m.name for m in benchmark.metrics)}); or give --direction")
+    raise fail("--command needs --direction lower|higher")
+
+
+def _record(store: Store, bisection_id: int | None) -> BisectionRecord:
+    try:
+        return store.bisection(bisection_id)
+    except BisectionNotFound as exc:
+        raise fail(str(exc)) from None
+
+
+def _commits(record: BisectionRecord) -> list[Commit]:
+    try:
+        found = commit_range(Path(record.spec.repo), record.spec.commits[0], record.spec.commits[-1])
+    except RangeError as exc:
+        raise fail(str(exc)) from None
+    if [c.sha for c in found] != record.spec.commits:
+        raise fail(f"{record.spec.repo}: the range's history changed since the bisection started")
+    return found
+
+
+def _print_outcome(outcome: Outcome, commits: list[Commit]) -> None:
+    document = outcome.to_json()
+    if outcome.result.status is Status.NO_CHANGE:
+        console.print(f"[yellow]no change to bisect:[/yellow] after {document['runs']} runs the good and bad "
+                      "commits do not differ beyond their noise")
+        return
+    culprit = commits[outcome.result.culprit]
+    console.print(f"[bold]first bad commit:[/bold] {culprit.sha}\n  {culprit.subject}  ({culprit.author})")
+    if len(outcome.result.suspects) > 1:
+        console.print("  (its parents up to the last good commit did not build: "
+                      + ", ".join(s[:12] for s in document["suspects"]) + ")")
+    low, high = document["ci_pct"]
+    console.print(f"  {outcome.result.kind.value}: {document['change_pct']:+.2f}% [{low:+.2f}, {high:+.2f}] "
+                  f"(95% CI), posterior probability {outcome.result.probability:.4f}, "
+                  f"status {outcome.result.status.value}")
+    if outcome.confirmation is not None:
+        c = outcome.confirmation
+        console.print(f"  interleaved A/B against its parent: {c.decision.value}, {c.change_pct:+.2f}% "
+                      f"[{c.ci_pct[0]:+.2f}, {c.ci_pct[1]:+.2f}], p={c.p_value:.2g}, {c.runs} runs")
+    console.print(f"  {document['runs']} benchmark runs, {outcome.builds} builds; "
+                  f"`perfline bisect log {outcome.record.id}` lists every probe")

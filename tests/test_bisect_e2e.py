@@ -1,0 +1,139 @@
+"""Bisecting a real C program's slowdown with the real compiler and real timing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+COMMITS = 64
+CULPRIT = 41  # makes the program do 8% more work
+BROKEN = 32  # does not compile; the next commit fixes it
+BENCH_C = r"""
+#include <stdio.h>
+#include <time.h>
+#include "work.h"
+
+/* The fastest of several passes: what other processes on a shared machine add to a
+ * pass is never negative, so the minimum is the stable figure. */
+int main(void)
+{
+	double best = 1e300;
+
+	for (int pass = 0; pass < 9; pass++) {
+		struct timespec start, end;
+		volatile unsigned long sink = 0;
+		double ms;
+
+		clock_gettime(CLOCK_MONOTONIC, &start);
+		for (unsigned long i = 0; i < WORK; i++)
+			sink += i * i;
+		clock_gettime(CLOCK_MONOTONIC, &end);
+		ms = (end.tv_sec - start.tv_sec) * 1e3 + (end.tv_nsec - start.tv_nsec) / 1e6;
+		if (ms < best)
+			best = ms;
+	}
+	printf("%.4f\n", best);
+	return 0;
+}
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=Dev", "-c", "user.email=dev@example.org",
+                           *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    repo = tmp_path_factory.mktemp("project")
+    git(repo, "init", "-q")
+    (repo / "bench.c").write_text(BENCH_C)
+    shas = []
+    for index in range(COMMITS):
+        work = 2_160_000 if index >= CULPRIT else 2_000_000
+        header = f"#define WORK {work}UL\n"
+        if index == BROKEN:
+            header = "#define WORK (\n"
+        (repo / "work.h").write_text(header)
+        (repo / "NOTES").write_text(f"change {index}\n")
+        git(repo, "add", ".")
+        git(repo, "commit", "-q", "-m", f"change {index}" + (" (more work)" if index == CULPRIT else ""))
+        shas.append(git(repo, "rev-parse", "HEAD"))
+    return repo, shas
+
+
+def start_args(repo: Path, shas: list[str], db: Path) -> list[str]:
+    return [sys.executable, "-m", "perfline", "--db", str(db), "bisect", "start", "--repo", str(repo),
+            "--good", shas[0], "--bad", shas[-1], "--build", "cc -O1 -o bench bench.c",
+            "--command", "./bench", "--direction", "lower", "--max-runs", "150", "--json"]
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PERFLINE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_bisect_finds_the_commit_that_made_it_slower(repo: tuple[Path, list[str]], tmp_path: Path, env: None) -> None:
+    path, shas = repo
+    head, status = git(path, "rev-parse", "HEAD"), git(path, "status", "--porcelain")
+    proc = subprocess.run(start_args(path, shas, tmp_path / "db"), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["status"] == "found"
+    assert result["culprit"] == shas[CULPRIT]
+    assert result["probability"] >= 0.99
+    assert 4 < result["change_pct"] < 12
+    assert result["runs"] <= 150 and result["builds"] < COMMITS // 2
+    # The user's checkout is untouched: same HEAD, no changes.
+    assert (git(path, "rev-parse", "HEAD"), git(path, "status", "--porcelain")) == (head, status)
+    with sqlite3.connect(tmp_path / "db") as connection:
+        failed = connection.execute("SELECT commit_index FROM bisect_builds WHERE NOT ok").fetchall()
+    assert failed in ([], [(BROKEN,)])  # if it was probed, it was untestable, never "bad"
+    text = subprocess.run([sys.executable, "-m", "perfline", "--db", str(tmp_path / "db"), "bisect", "log"],
+                          capture_output=True, text=True, check=True).stdout
+    assert shas[CULPRIT][:12] in text
+
+
+def test_sigkill_then_resume_repeats_no_measurement(repo: tuple[Path, list[str]], tmp_path: Path, env: None) -> None:
+    path, shas = repo
+    db = tmp_path / "db"
+    proc = subprocess.Popen(start_args(path, shas, db), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def samples() -> list[tuple[int, int, float]]:
+        if not db.exists():
+            return []
+        with sqlite3.connect(db) as connection:
+            try:
+                return connection.execute("SELECT id, commit_index, value FROM bisect_samples ORDER BY id").fetchall()
+            except sqlite3.OperationalError:
+                return []
+
+    deadline = time.monotonic() + 300
+    while len(samples()) < 10:
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    before = samples()
+    with sqlite3.connect(db) as connection:
+        builds_before = connection.execute("SELECT count(*) FROM bisect_builds").fetchone()[0]
+    resumed = subprocess.run([sys.executable, "-m", "perfline", "--db", str(db), "bisect", "resume", "1", "--json"],
+                             capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["culprit"] == shas[CULPRIT]
+    after = samples()
+    assert after[: len(before)] == before  # kept, and nothing measured before was redone
+    with sqlite3.connect(db) as connection:
+        per_commit = connection.execute(
+            "SELECT commit_index, count(*) FROM bisect_builds GROUP BY commit_index HAVING count(*) > 1"
+        ).fetchall()
+    assert per_commit == [] and builds_before > 0  # no commit was built twice
