@@ -8,12 +8,12 @@ NATIVE_CFLAGS := -O2 -g -Wall -Wextra -Werror -pthread
 # Every system package perfline or its tests use. linux-perf gives `perf bench` and
 # `perf stat`; dbench gives tbench/tbench_srv; postgresql gives pgbench and a server.
 APT_PACKAGES := python3 python3-venv python3-dev gcc make procps util-linux \
-	linux-perf dbench rt-tests stress-ng postgresql postgresql-client
+	linux-perf dbench rt-tests stress-ng postgresql postgresql-client qemu-system-x86 busybox-static
 
 NATIVE_SRC := $(wildcard native/*.c)
 NATIVE_BIN := $(patsubst native/%.c,native/build/%,$(NATIVE_SRC))
 
-.PHONY: all install-deps install native demo test test-slow lint clean
+.PHONY: all install-deps install native demo test test-slow case-studies lint clean
 
 all: install native
 
@@ -41,8 +41,11 @@ native/build/%: native/%.c native/common.h
 	@mkdir -p native/build
 	$(CC) $(NATIVE_CFLAGS) -o $@ $< -lm
 
+# A short tour on this host: a job with a two-case matrix, then the same two cases as an
+# interleaved A/B with its paired statistics, then the stored runs.
 demo: install-deps install native
 	$(BIN)/perfline run examples/jobs/demo.yaml --label demo
+	$(BIN)/perfline ab sched-pipe -p loops=20000 --a param:cpus=0 --b param:cpus=0,1 --pairs 6 --label demo
 	$(BIN)/perfline runs --limit 5
 
 test: install-deps install native
@@ -50,6 +53,10 @@ test: install-deps install native
 
 test-slow: install-deps install native
 	$(BIN)/pytest -q -m slow
+
+# The seeds' experiments on this machine: regenerates docs/case-studies/ (about 10 minutes).
+case-studies: install-deps install native
+	$(BIN)/python bench/case_studies.py
 
 clean:
 	rm -rf native/build $(VENV) .pytest_cache

@@ -47,7 +47,7 @@ class Side:
             for kind, values in run.tunables.items():
                 facts.update({f"tunable {kind}:{k}": str(v) for k, v in values.items()})
             facts.update({f"setting {k}": str(v) for k, v in run.settings.items()
-                          if k not in ("interleaved", "ci_halfwidth_pct", "precision_reached")})
+                          if k not in ("interleaved", "ci_halfwidth_pct", "precision_reached", "vm_boot_s")})
             for key, value in facts.items():
                 merged[key].add(value)
         return {k: v.pop() if len(v) == 1 else "mixed: " + " | ".join(sorted(v))

@@ -27,7 +27,7 @@ class Fingerprint:
     sysfs: dict[str, str]
     target: str = "local"
     config_source: str | None = None
-    # A VM target's facts: accelerator, registered kernel name, QEMU version, guest CPU.
+    # A VM target's facts: accelerator, the CPU model and memory the guest kernel sees.
     vm: dict[str, str] = field(default_factory=dict)
     # Kept out of the JSON form: the store keeps each distinct config once, by hash.
     kernel_config: str | None = field(default=None, repr=False, compare=False)

@@ -384,7 +384,7 @@ class _Parser:
             where = self.key_or(top, top["target"][1])
             vm = vm_spec(given("kernel"), given("vm_cpus"), given("vm_memory"), given("accel"), where)
             if "cmdline" in top:
-                tunables["cmdline"] = {"cmdline": self.axis(top["cmdline"][1], "cmdline", self.text)}
+                tunables["cmdline"] = {"cmdline": self.axis(top["cmdline"][1], "cmdline", self.kernel_parameters)}
             check_guest_job(cls, tunables, where)
         else:
             for key in VM_KEYS:
@@ -594,7 +594,7 @@ class _Parser:
             raise self.error(node, _unknown("governor", str(value), GOVERNORS))
         return value
 
-    def text(self, node: ScalarNode, value: ParamValue) -> ParamValue:
+    def kernel_parameters(self, node: ScalarNode, value: ParamValue) -> ParamValue:
         if not isinstance(value, str):
             raise self.error(node, f"cmdline must be a string of kernel parameters, got {value!r}")
         return value.strip()

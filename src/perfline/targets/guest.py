@@ -158,6 +158,8 @@ class GuestBenchmark(Benchmark):
             boot_id=host.boot_id,
             cpu_model=host.cpu_model,
             cpu_count=sum(line.startswith("processor") for line in cpuinfo.splitlines()),
+            # What the VM was given; what a kernel keeps for itself is in `vm`.
+            memory_bytes=self.spec.memory_mb * 2**20,
             # Under emulation the host's load slows the guest; the host's is what matters.
             loadavg=host.loadavg,
             target="qemu",
@@ -165,8 +167,7 @@ class GuestBenchmark(Benchmark):
             config_source=source,
             vm={
                 "accel": self._vm.accel,
-                "kernel": self._kernel.name,
-                "qemu": self._qemu,
                 "guest_cpu_model": local.cpu_model(cpuinfo),
+                "guest_memtotal_bytes": str(guest.memory_bytes),
             },
         )

@@ -1,0 +1,288 @@
+"""The qemu target for real: Debian cloud kernels from apt, booted under QEMU.
+
+The kernels are downloaded once into a fixed cache directory and kept there, so a
+re-run boots without downloading. Tests marked `vm` boot guests (TCG here, where
+/dev/kvm exists but cannot run a guest); the others check the pieces without one.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from perfline.jobs import JobError, expand, load_job
+from perfline.native import CHECKOUT, native_binary
+from perfline.targets import initramfs, kernels
+from perfline.targets.qemu import GuestFailed, Vm, VmConfig, kvm_usable
+
+# Fixed, outside the checkout and the user's own cache: downloads survive between runs.
+TEST_CACHE = Path(os.environ.get("PERFLINE_TEST_CACHE", Path.home() / ".cache" / "perfline-tests"))
+# Meta-packages, so the tests follow Debian 12's current point releases.
+KERNEL_61 = ("debian-6.1", "linux-image-cloud-amd64")
+KERNEL_612 = ("debian-6.12", "linux-image-6.12-cloud-amd64")
+
+vm = pytest.mark.vm
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cache() -> Iterator[Path]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(kernels.CACHE_ENV, str(TEST_CACHE))
+        yield TEST_CACHE
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built_helpers() -> None:
+    if not (CHECKOUT / "native" / "build" / "rcu_gp").exists():
+        subprocess.run(["make", "native"], cwd=CHECKOUT, check=True)
+
+
+def perfline(db: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "perfline", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, kernels.CACHE_ENV: str(TEST_CACHE)},
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"perfline {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
+    return proc
+
+
+def registered(name: str, package: str, tmp: Path) -> kernels.Kernel:
+    """The kernel, added through the CLI the first time (apt download), cached after."""
+    perfline(tmp / "db", "kernels", "add-deb", package, "--name", name)
+    return kernels.get_kernel(name)
+
+
+@pytest.fixture(scope="module")
+def debian_61(tmp_path_factory: pytest.TempPathFactory) -> kernels.Kernel:
+    return registered(*KERNEL_61, tmp_path_factory.mktemp("kernels"))
+
+
+def run_json(db: Path, *args: str, check: bool = True) -> dict:
+    proc = perfline(db, "run", *args, "--warmup", "0", "--no-monitors", "--json", check=check)
+    [run] = json.loads(proc.stdout)
+    return run
+
+
+# -- without a VM ---------------------------------------------------------------------
+
+
+def test_bzimage_release_is_read_from_the_setup_header(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(kernels.CACHE_ENV, str(tmp_path / "cache"))
+    image = bytearray(0x1000)
+    image[0x202:0x206] = b"HdrS"
+    image[0x20E:0x210] = (0x600).to_bytes(2, "little")
+    image[0x800:0x830] = b"6.9.0-test (me@host) #1 SMP\0".ljust(0x30, b"\0")
+    path = tmp_path / "bzImage"
+    path.write_bytes(bytes(image))
+    assert kernels.image_release(path) == "6.9.0-test"
+    (tmp_path / "config-6.9.0-test").write_text("CONFIG_X=y\n")
+    kernel = kernels.add_image(path, "mine")
+    assert (kernel.release, kernel.config()) == ("6.9.0-test", "CONFIG_X=y\n")
+    assert kernels.add_image(path, "mine") == kernel  # the same image again: a no-op
+    path.write_bytes(bytes(image) + b"changed")
+    with pytest.raises(kernels.KernelError, match="already registered"):
+        kernels.add_image(path, "mine")
+    (tmp_path / "vmlinux").write_bytes(b"\x7fELF" + bytes(0x400))
+    with pytest.raises(kernels.KernelError, match="not an x86 bzImage"):
+        kernels.add_image(tmp_path / "vmlinux", "elf")
+
+
+@vm
+def test_unknown_kernel_suggests_registered_ones(debian_61: kernels.Kernel) -> None:
+    with pytest.raises(kernels.KernelError, match="did you mean"):
+        kernels.get_kernel("debian-6.l")
+
+
+def test_initramfs_holds_agent_busybox_and_tools_and_is_cached(tmp_path: Path) -> None:
+    helper = native_binary("rcu_gp")
+    files = initramfs.contents([helper])
+    assert files["init"].startswith(b"#!/bin/busybox sh")
+    assert "bin/busybox" in files
+    assert str(helper).lstrip("/") in files
+    assert any(name.endswith("/libc.so.6") for name in files)  # resolved with ldd
+
+    first = initramfs.build([helper], tmp_path)
+    mtime = first.stat().st_mtime_ns
+    assert initramfs.build([helper], tmp_path) == first
+    assert first.stat().st_mtime_ns == mtime  # not rebuilt
+    listing = subprocess.run(
+        ["busybox", "cpio", "-t"], input=gzip.decompress(first.read_bytes()),
+        capture_output=True, check=True,
+    ).stdout.decode().split()
+    assert {"init", "bin/busybox", "proc", "dev", str(helper).lstrip("/")} <= set(listing)
+
+    other = tmp_path / "tool"
+    other.write_bytes(helper.read_bytes() + b"\0")  # another input: another image
+    other.chmod(0o755)
+    assert initramfs.build([other], tmp_path) != first
+
+
+JOB_ERRORS = [
+    ("benchmark: rcu-gp\ntarget: qemu\nkernel: no-such\n", 3, "unknown kernel 'no-such'"),
+    ("benchmark: rcu-gp\nkernel: debian-6.1\n", 2, "kernel applies only to `target: qemu`"),
+    ("benchmark: sched-pipe\ntarget: qemu\nkernel: debian-6.1\n", 2, "cannot run with target qemu"),
+    (
+        "benchmark: rcu-gp\ntarget: qemu\nkernel: debian-6.1\ntunables:\n  sysctl: {vm.swappiness: 1}\n",
+        5,
+        "would be applied on this host",
+    ),
+    ("benchmark: rcu-gp\ntarget: qemu\nkernel: debian-6.1\nvm_cpus: 0\n", 4, "vm_cpus must be"),
+    ("benchmark: rcu-gp\ntarget: qemu\nkernel: debian-6.1\naccel: hvf\n", 4, "accel must be one of"),
+]
+
+
+@vm
+@pytest.mark.parametrize(("text", "line", "message"), JOB_ERRORS)
+def test_qemu_job_errors_name_the_line(
+    debian_61: kernels.Kernel, tmp_path: Path, text: str, line: int, message: str
+) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    with pytest.raises(JobError) as info:
+        load_job(path)
+    assert info.value.line == line, str(info.value)
+    assert message in info.value.message
+
+
+@vm
+def test_qemu_job_cmdline_is_a_matrix_axis(debian_61: kernels.Kernel, tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "benchmark: rcu-gp\ntarget: qemu\nkernel: debian-6.1\nvm_memory: 512\n"
+        "cmdline: ['', 'rcutree.jiffies_till_first_fqs=0']\n"
+    )
+    job = load_job(path)
+    assert job.vm is not None and (job.vm.kernel, job.vm.memory_mb, job.vm.cpus) == ("debian-6.1", 512, 2)
+    cases = expand(job)
+    assert [c.cmdline for c in expand(job)] == ["", "rcutree.jiffies_till_first_fqs=0"]
+    cases = expand(job)
+    assert "debian" not in cases[1].key and "jiffies_till_first_fqs" in cases[1].key
+
+
+# -- booting guests -------------------------------------------------------------------
+
+
+@vm
+def test_add_deb_downloads_once(debian_61: kernels.Kernel, tmp_path: Path) -> None:
+    assert debian_61.release.endswith("-cloud-amd64")
+    assert kernels.image_release(debian_61.image) == debian_61.release
+    assert debian_61.meta.source.startswith("deb:linux-image-cloud-amd64 -> linux-image-")
+    assert "CONFIG_MEMBARRIER=y" in (debian_61.config() or "")
+    again = perfline(tmp_path / "db", "kernels", "add-deb", KERNEL_61[1], "--name", KERNEL_61[0])
+    assert "apt-get download" not in again.stderr
+    listed = json.loads(perfline(tmp_path / "db", "kernels", "list", "--json").stdout)
+    [entry] = [k for k in listed if k["name"] == "debian-6.1"]
+    assert entry["release"] == debian_61.release and entry["image"] == str(debian_61.image)
+
+
+@vm
+def test_rcu_gp_runs_in_the_guest_with_its_fingerprint(debian_61: kernels.Kernel, tmp_path: Path) -> None:
+    run = run_json(
+        tmp_path / "db", "rcu-gp", "-p", "iterations=3", "--repeat", "2",
+        "--target", "qemu", "--kernel", "debian-6.1", "--cmdline", "rcutree.jiffies_till_first_fqs=1",
+    )
+    assert run["status"] == "completed", (run["error"], run["output_tail"])
+    values = [s for s in run["samples"] if s["metric"] == "rcu-gp.ms_per_gp"]
+    assert len(values) == 2 and all(s["value"] > 0 for s in values)
+    fingerprint, settings = run["fingerprint"], run["settings"]
+    assert fingerprint["kernel_release"] == debian_61.release != os.uname().release
+    assert fingerprint["target"] == "qemu"
+    assert "rcutree.jiffies_till_first_fqs=1" in fingerprint["cmdline"]
+    assert fingerprint["config_hash"] is not None  # from the registry: no /proc/config.gz
+    assert (fingerprint["cpu_count"], fingerprint["memory_bytes"]) == (2, 1024 * 2**20)
+    assert 0 < int(fingerprint["vm"]["guest_memtotal_bytes"]) < 1024 * 2**20
+    accel = fingerprint["vm"]["accel"]
+    assert settings["vm_accel"] == accel and settings["vm_kernel"] == "debian-6.1"
+    assert 0 < settings["vm_boot_s"] < 60
+    if kvm_usable() and accel == "tcg":  # auto fell back, and said so
+        assert "KVM failed" in " ".join(settings["vm_warnings"])
+
+
+@vm
+def test_command_runs_packed_tools_in_the_guest(debian_61: kernels.Kernel, tmp_path: Path) -> None:
+    helper = native_binary("rcu_gp")
+    run = run_json(
+        tmp_path / "db", "command", "-p", f"cmd={helper} --iterations=1 >/dev/null && nproc",
+        "--repeat", "1", "--target", "qemu", "--kernel", "debian-6.1", "--vm-cpus", "1",
+        "--accel", "tcg", check=False,
+    )
+    # One vCPU: the helper refuses (no grace period to wait for), which proves it ran there.
+    assert run["status"] == "failed"
+    assert "one online CPU" in run["output_tail"]
+    run = run_json(
+        tmp_path / "db", "command", "-p", "cmd=nproc", "--repeat", "1",
+        "--target", "qemu", "--kernel", "debian-6.1", "--vm-cpus", "1", "--accel", "tcg",
+    )
+    assert [s["value"] for s in run["samples"]] == [1.0]
+    assert run["fingerprint"]["cpu_count"] == 1
+
+
+@vm
+def test_panicking_guest_fails_with_console_tail(debian_61: kernels.Kernel, tmp_path: Path) -> None:
+    # init= names the root file system's init; with an initramfs it is rdinit= that
+    # decides, and a missing one makes the kernel look for a root device and panic.
+    started = time.monotonic()
+    run = run_json(
+        tmp_path / "db", "rcu-gp", "--repeat", "1", "--target", "qemu", "--kernel", "debian-6.1",
+        "--accel", "tcg", "--cmdline", "rdinit=/nonexistent", check=False,
+    )
+    assert time.monotonic() - started < 60
+    assert run["status"] == "failed"
+    assert "panicked" in run["error"]
+    assert "Kernel panic - not syncing" in run["output_tail"]
+
+
+@vm
+def test_hung_guest_is_killed_at_its_deadline(debian_61: kernels.Kernel, tmp_path: Path) -> None:
+    image = initramfs.build([])
+    # panic=0: the kernel hangs after panicking instead of exiting.
+    config = VmConfig(debian_61, image, "rdinit=/nonexistent panic=0", cpus=1, memory_mb=256, accel="tcg")
+    vm_ = Vm(config, tmp_path, boot_timeout=15)
+    started = time.monotonic()
+    with pytest.raises(GuestFailed, match="VM killed after its deadline") as info, vm_:
+        pass
+    assert 15 <= time.monotonic() - started < 30
+    assert "Kernel panic" in info.value.console_tail
+    assert vm_._proc is None  # killed and reaped
+
+    run = run_json(
+        tmp_path / "db", "command", "-p", "cmd=sleep 600", "-p", "timeout=1", "--repeat", "1",
+        "--target", "qemu", "--kernel", "debian-6.1", "--accel", "tcg", check=False,
+    )
+    assert run["status"] == "failed"
+    assert "VM killed after its deadline" in run["error"]
+
+
+@vm
+def test_two_debian_kernels_compared_end_to_end(debian_61: kernels.Kernel, tmp_path: Path) -> None:
+    registered(*KERNEL_612, tmp_path)
+    db = tmp_path / "db"
+    for name in ("debian-6.1", "debian-6.12"):
+        run = run_json(
+            db, "rcu-gp", "-p", "iterations=2", "--repeat", "5", "--target", "qemu",
+            "--kernel", name, "--label", name,
+        )
+        assert run["status"] == "completed", (run["error"], run["output_tail"])
+    compared = json.loads(
+        perfline(db, "compare", "--label", "debian-6.1", "--label", "debian-6.12", "--json").stdout
+    )
+    [case] = compared["cases"]
+    [row] = [m for m in case["metrics"] if m["metric"] == "rcu-gp.ms_per_gp"]
+    assert row["base"]["n"] == 5 and row["others"][0]["n"] == 5
+    assert not case["cross_machine"]  # same host, same accelerator
+    differing = {d["key"] for d in case["differences"][0]}
+    assert {"kernel_release", "kernel_version", "setting vm_kernel"} <= differing
