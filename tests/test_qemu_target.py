@@ -286,3 +286,29 @@ def test_two_debian_kernels_compared_end_to_end(debian_61: kernels.Kernel, tmp_p
     assert not case["cross_machine"]  # same host, same accelerator
     differing = {d["key"] for d in case["differences"][0]}
     assert {"kernel_release", "kernel_version", "setting vm_kernel"} <= differing
+
+
+@vm
+def test_vm_dies_with_a_sigkilled_perfline(debian_61: kernels.Kernel, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "perfline", "--db", str(tmp_path / "db"), "run", "command",
+            "-p", "cmd=sleep 600", "--repeat", "1", "--warmup", "0", "--no-monitors",
+            "--target", "qemu", "--kernel", "debian-6.1", "--accel", "tcg",
+        ],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, kernels.CACHE_ENV: str(TEST_CACHE)},
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    qemu: list[str] = []
+    while not qemu:
+        assert time.monotonic() < deadline and proc.poll() is None, "no QEMU started"
+        time.sleep(0.1)
+        found = subprocess.run(["pgrep", "-P", str(proc.pid), "qemu"], capture_output=True, text=True)
+        qemu = found.stdout.split()
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{qemu[0]}").exists():
+        assert time.monotonic() < deadline, "QEMU outlived the perfline that started it"
+        time.sleep(0.1)

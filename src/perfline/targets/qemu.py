@@ -10,10 +10,12 @@ way GuestFailed carries the console's tail.
 from __future__ import annotations
 
 import base64
+import ctypes
 import os
 import re
 import select
 import shlex
+import signal
 import socket
 import subprocess
 import time
@@ -41,6 +43,7 @@ POWEROFF_TIMEOUT_S = 10.0
 # pauses the guest rather than exiting.
 KVM_FAILURES = ("KVM internal error", "failed to initialize kvm", "Could not access KVM kernel module")
 REPLY = "@perfline "
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[c()][0-9A-Za-z]?")
 
 
@@ -207,6 +210,9 @@ class Vm:
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
+                    # Ctrl-C reaches perfline only, which then powers the VM off in order.
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent,
                 )
             deadline = time.monotonic() + boot_timeout
             connection = self._accept(listener, deadline)
@@ -297,6 +303,14 @@ class Vm:
         if self._channel is None:
             raise GuestFailed("the VM is not running", self.console_tail())
         return self._channel
+
+
+def _die_with_parent() -> None:
+    """In the QEMU child: be killed when perfline dies, even by SIGKILL, so that no VM
+    outlives the run it belongs to."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
 
 
 class _Channel:
