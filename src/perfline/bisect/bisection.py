@@ -1,0 +1,297 @@
+"""A noisy bisection as a state machine: samples in, next commit to measure out.
+
+`Bisection` holds nothing but the samples and the untestable commits, and derives
+everything else from them, so a bisection interrupted at any point is resumed by
+replaying what the store recorded: the same samples give the same posterior and the same
+next probe. It never measures or builds anything itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+from scipy import stats
+
+from perfline.bisect import posterior as model
+from perfline.bisect.confirm import ABConfirmation
+from perfline.bisect.strategy import group_heads, group_posterior, halving_probe
+from perfline.metric import Direction
+
+Observation = tuple[int, float]
+
+# Endpoint z (step / its standard error) below which more endpoint runs are taken before
+# bisecting: a step that does not stand out of the endpoint noise yet would make the
+# first probes coin flips.
+MIN_SEPARATION = 2.0
+# Endpoint z below which, after max_endpoint_runs each, the range is declared to have no
+# change. Deliberately low: wrongly refusing a real step costs the user more than a
+# bisection that ends on its budget with a low probability.
+NO_CHANGE_Z = 1.0
+# Samples the culprit and its parent need before the bisection may stop. In simulation
+# most wrong answers stopped on a single unlucky sample at one of the two; a second one
+# is cheap insurance.
+MIN_DECISIVE = 2
+# After this many runs without a decision, a quarter of the runs go to the endpoints. A
+# long bisection is almost always one whose endpoint samples were unlucky (a bad level
+# that looks halfway good), and the probes cannot correct that when the culprit is near
+# an end; only more endpoint samples can.
+STUCK_RUNS = 40
+ENDPOINT_SHARE = 0.25
+
+
+class Status(StrEnum):
+    RUNNING = "running"
+    FOUND = "found"  # the culprit's posterior reached the confidence
+    BUDGET = "budget"  # max_runs spent first; the result is the best guess
+    NO_CHANGE = "no-change"  # the endpoints do not differ beyond their noise
+
+
+class Kind(StrEnum):
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+    CHANGE = "change"  # the metric has no better direction
+
+
+@dataclass(frozen=True)
+class BisectResult:
+    status: Status
+    culprit: int  # the testable commit measured bad whose parent was measured good
+    suspects: tuple[int, ...]  # untestable commits just before the culprit, and the culprit
+    probability: float  # posterior probability that the first bad commit is a suspect
+    change_pct: float  # bad level vs good level
+    ci_pct: tuple[float, float]  # 95%
+    kind: Kind
+    runs: int
+
+    @property
+    def parent(self) -> int:
+        """The last commit before the suspects: the good side of the step."""
+        return self.suspects[0] - 1
+
+
+def _kind(change_pct: float, direction: Direction) -> Kind:
+    if direction is Direction.NEUTRAL:
+        return Kind.CHANGE
+    worse = change_pct > 0 if direction is Direction.LOWER else change_pct < 0
+    return Kind.REGRESSION if worse else Kind.IMPROVEMENT
+
+
+@dataclass(frozen=True)
+class _State:
+    """Everything derived from the samples; recomputed once after each change."""
+
+    commits: model.IntArray
+    y: model.FloatArray  # log values
+    endpoint_counts: tuple[int, int]
+    endpoint_z: float  # the endpoint step in units of its standard error
+    posterior: model.FloatArray
+    grouped: model.FloatArray  # posterior mass per group of indistinguishable commits
+    weights: model.FloatArray | None  # outlier weights; None before both endpoints ran
+
+    @classmethod
+    def of(
+        cls, n_commits: int, commits: list[int], values: list[float], testable: np.ndarray
+    ) -> _State:
+        k = np.asarray(commits, dtype=np.intp)
+        y = np.log(np.asarray(values, dtype=float))
+        counts = (int((k == 0).sum()), int((k == n_commits - 1).sum()))
+        if min(counts) == 0:
+            posterior = np.full(n_commits, 1.0 / (n_commits - 1))
+            posterior[0] = 0.0
+            grouped = group_posterior(posterior, testable)
+            return cls(k, y, counts, 0.0, posterior, grouped, None)
+        ends = model.endpoint_levels(n_commits, k, y)
+        z = abs(ends.bad - ends.good) / ends.step_stderr
+        fit = model.fit(n_commits, k, y)
+        grouped = group_posterior(fit.posterior, testable)
+        return cls(k, y, counts, z, fit.posterior, grouped, fit.weights)
+
+
+class Bisection:
+    """Bayesian bisection of commits 0 (good) .. n_commits-1 (bad) under noise.
+
+    `prior_obs` are samples recorded before this bisection (e.g. stored runs of an
+    endpoint): they are evidence like any other but do not count as runs.
+    """
+
+    def __init__(
+        self,
+        n_commits: int,
+        direction: Direction = Direction.LOWER,
+        *,
+        prior_obs: Iterable[Observation] = (),
+        untestable: Iterable[int] = (),
+        confidence: float = 0.995,
+        max_runs: int = 200,
+        endpoint_runs: int = 3,
+        max_endpoint_runs: int = 10,
+    ) -> None:
+        if n_commits < 2:
+            raise ValueError("a bisection needs a good and a bad commit")
+        self.n_commits, self.direction = n_commits, direction
+        self.confidence, self.max_runs = confidence, max_runs
+        self.endpoint_runs, self.max_endpoint_runs = endpoint_runs, max_endpoint_runs
+        self._testable = np.ones(n_commits, dtype=bool)
+        self._commits: list[int] = []
+        self._values: list[float] = []
+        self._runs = 0
+        self._derived: _State | None = None
+        for commit in untestable:
+            self.mark_untestable(commit)
+        for commit, value in prior_obs:
+            self._add(commit, value)
+
+    # -- inputs ---------------------------------------------------------------------
+
+    def observe(self, commit: int, value: float) -> None:
+        """Record one sample of the metric at `commit` (one benchmark run)."""
+        self._add(commit, value)
+        self._runs += 1
+
+    def mark_untestable(self, commit: int) -> None:
+        """The commit cannot be measured (e.g. its build failed): it carries no information."""
+        self._check_index(commit)
+        if commit in (0, self.n_commits - 1):
+            raise ValueError("the good and bad endpoints must be testable")
+        if commit in self._commits:
+            raise ValueError(f"commit {commit} already has samples")
+        self._testable[commit] = False
+        self._derived = None
+
+    def _add(self, commit: int, value: float) -> None:
+        self._check_index(commit)
+        if not self._testable[commit]:
+            raise ValueError(f"commit {commit} is marked untestable")
+        # The model works on log values; a benchmark score or time is positive.
+        if not value > 0 or not np.isfinite(value):
+            raise ValueError(f"sample values must be positive and finite, got {value!r}")
+        self._commits.append(commit)
+        self._values.append(float(value))
+        self._derived = None
+
+    def _check_index(self, commit: int) -> None:
+        if not 0 <= commit < self.n_commits:
+            raise ValueError(f"commit index {commit} outside 0..{self.n_commits - 1}")
+
+    # -- derived state ----------------------------------------------------------------
+
+    @property
+    def runs(self) -> int:
+        return self._runs
+
+    @property
+    def untestable(self) -> tuple[int, ...]:
+        return tuple(int(k) for k in np.flatnonzero(~self._testable))
+
+    def samples_at(self, commit: int) -> list[float]:
+        return [v for k, v in zip(self._commits, self._values) if k == commit]
+
+    def _state(self) -> _State:
+        if self._derived is None:
+            self._derived = _State.of(self.n_commits, self._commits, self._values, self._testable)
+        return self._derived
+
+    def _fewer_endpoint(self) -> int:
+        good_n, bad_n = self._state().endpoint_counts
+        return 0 if good_n <= bad_n else self.n_commits - 1
+
+    def _in_endpoint_phase(self) -> bool:
+        state = self._state()
+        least = min(state.endpoint_counts)
+        if least < self.endpoint_runs:
+            return True
+        return least < self.max_endpoint_runs and state.endpoint_z < MIN_SEPARATION
+
+    def posterior(self) -> np.ndarray:
+        """P(first bad commit = k) for k = 0..N-1 (entry 0 is 0: commit 0 is good)."""
+        return self._state().posterior.copy()
+
+    def _grouped(self) -> np.ndarray:
+        return self._state().grouped
+
+    def _suspects(self, culprit: int) -> tuple[int, ...]:
+        heads = group_heads(self._testable)
+        return tuple(int(k) for k in np.flatnonzero(heads == culprit) if k >= 1)
+
+    def _undermeasured(self) -> int | None:
+        """The parent or the culprit, if it has fewer than MIN_DECISIVE samples."""
+        culprit = int(np.argmax(self._grouped()))
+        parent = self._suspects(culprit)[0] - 1
+        for commit in (parent, culprit):
+            if len(self.samples_at(commit)) < MIN_DECISIVE:
+                return commit
+        return None
+
+    def status(self) -> Status:
+        state = self._state()
+        if min(state.endpoint_counts) >= self.max_endpoint_runs and state.endpoint_z < NO_CHANGE_Z:
+            return Status.NO_CHANGE
+        if not self._in_endpoint_phase():
+            if self._grouped().max() >= self.confidence and self._undermeasured() is None:
+                return Status.FOUND
+        if self._runs >= self.max_runs:
+            return Status.BUDGET
+        return Status.RUNNING
+
+    def next_probe(self) -> int | None:
+        """The commit to measure next, or None when the bisection is over."""
+        if self.status() is not Status.RUNNING:
+            return None
+        # Both endpoints first: they fix the levels and the noise every probe is judged by.
+        if self._in_endpoint_phase():
+            return self._fewer_endpoint()
+        lacking = self._undermeasured() if self._grouped().max() >= self.confidence else None
+        if lacking is not None:
+            return lacking
+        at_endpoints = sum(self._state().endpoint_counts)
+        if self._runs >= STUCK_RUNS and at_endpoints < ENDPOINT_SHARE * self._runs:
+            return self._fewer_endpoint()
+        return halving_probe(self.posterior(), self._testable)
+
+    def result(self) -> BisectResult:
+        """The most probable culprit so far, with the change between the two levels."""
+        grouped = self._grouped()
+        culprit = int(np.argmax(grouped))
+        change_pct, ci_pct = self._change(culprit)
+        return BisectResult(
+            status=self.status(),
+            culprit=culprit,
+            suspects=self._suspects(culprit),
+            probability=float(grouped[culprit]),
+            change_pct=change_pct,
+            ci_pct=ci_pct,
+            kind=_kind(change_pct, self.direction),
+            runs=self._runs,
+        )
+
+    def _change(self, culprit: int) -> tuple[float, tuple[float, float]]:
+        """Bad vs good level with a 95% t interval, the samples split at `culprit`."""
+        state = self._state()
+        if state.weights is None:
+            nan = float("nan")
+            return nan, (nan, nan)
+        levels = model.levels_at(culprit, state.commits, state.y, state.weights)
+        step = levels.bad - levels.good
+        half = float(stats.t.ppf(0.975, levels.dof)) * levels.step_stderr
+        return model.percent(step), (model.percent(step - half), model.percent(step + half))
+
+    def confirmation(
+        self, *, min_pairs: int = 2, max_pairs: int = 8, alpha: float = 0.05
+    ) -> ABConfirmation:
+        """The interleaved A/B of the most probable culprit against its parent.
+
+        Hand its samples to `observe` as well: if they move the posterior, the
+        bisection is running again and `next_probe` says where.
+        """
+        result = self.result()
+        return ABConfirmation(
+            result.parent,
+            result.culprit,
+            increase=result.change_pct > 0,
+            min_pairs=min_pairs,
+            max_pairs=max_pairs,
+            alpha=alpha,
+        )

@@ -1,0 +1,213 @@
+"""The Bayesian bisection core on synthetic, seeded data: no builds, no timing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from perfline.bisect import ABConfirmation, Bisection, Decision, Kind, Status
+from perfline.metric import Direction
+
+Measure = Callable[[int], float]
+
+
+def step_measure(culprit: int, seed: int, *, step: float = 1.05, noise: float = 0.02) -> Measure:
+    """Samples of a metric that is 1.0 before `culprit` and `step` from it on."""
+    rng = np.random.default_rng(seed)
+    return lambda commit: (step if commit >= culprit else 1.0) * float(
+        np.exp(noise * rng.standard_normal())
+    )
+
+
+def run(bisection: Bisection, measure: Measure) -> list[tuple[int, float]]:
+    """Drive the bisection to its end; returns the samples in the order taken."""
+    taken = []
+    while (commit := bisection.next_probe()) is not None:
+        value = measure(commit)
+        bisection.observe(commit, value)
+        taken.append((commit, value))
+    return taken
+
+
+def test_finds_the_culprit_of_a_5pct_step_in_2pct_noise() -> None:
+    hits = 0
+    for seed in range(100):
+        culprit = int(np.random.default_rng([7, seed]).integers(1, 256))
+        bisection = Bisection(256)
+        run(bisection, step_measure(culprit, seed))
+        result = bisection.result()
+        hits += result.culprit == culprit
+        assert result.status is Status.FOUND
+        assert result.probability >= 0.995
+    assert hits >= 98
+
+
+def test_reports_the_change_with_an_interval_around_it() -> None:
+    bisection = Bisection(128)
+    run(bisection, step_measure(77, seed=3))
+    result = bisection.result()
+    assert result.culprit == 77
+    assert result.ci_pct[0] < result.change_pct < result.ci_pct[1]
+    assert result.ci_pct[0] < 5.0 < result.ci_pct[1]
+    assert result.runs == sum(len(bisection.samples_at(k)) for k in range(128))
+
+
+def test_untestable_commits_are_never_probed() -> None:
+    broken = set(range(30, 45))
+    bisection = Bisection(128, untestable=broken)
+    taken = run(bisection, step_measure(60, seed=1))
+    assert not broken & {commit for commit, _ in taken}
+    assert bisection.result().culprit == 60
+
+
+def test_culprit_behind_untestable_commits_is_reported_as_a_range() -> None:
+    # The step is at 40, but 38..40 cannot be built: the data can only say that 37 is
+    # good and 41 bad. The culprit is the first testable bad commit, and the suspects
+    # are every commit the first bad one could be.
+    bisection = Bisection(64, untestable=[38, 39, 40])
+    run(bisection, step_measure(40, seed=2))
+    result = bisection.result()
+    assert result.status is Status.FOUND
+    assert result.culprit == 41
+    assert result.suspects == (38, 39, 40, 41)
+    assert result.parent == 37
+
+
+def test_replaying_the_samples_gives_the_same_posterior_and_next_probe() -> None:
+    original = Bisection(512)
+    measure = step_measure(300, seed=4)
+    samples = []
+    for _ in range(20):
+        commit = original.next_probe()
+        assert commit is not None
+        samples.append((commit, measure(commit)))
+        original.observe(*samples[-1])
+
+    replayed = Bisection(512)
+    for commit, value in samples:
+        replayed.observe(commit, value)
+    assert np.array_equal(replayed.posterior(), original.posterior())
+    assert replayed.next_probe() == original.next_probe()
+    assert replayed.runs == original.runs
+
+    # Recorded samples handed in as history give the same posterior (they are not runs).
+    resumed = Bisection(512, prior_obs=samples)
+    assert np.allclose(resumed.posterior(), original.posterior())
+    assert resumed.runs == 0
+
+    # The order of the samples does not matter, only the samples.
+    shuffled = Bisection(512)
+    for commit, value in reversed(samples):
+        shuffled.observe(commit, value)
+    assert np.allclose(shuffled.posterior(), original.posterior())
+
+
+@pytest.mark.parametrize(
+    ("direction", "step", "kind"),
+    [
+        (Direction.LOWER, 1.05, Kind.REGRESSION),  # a time got longer
+        (Direction.LOWER, 0.95, Kind.IMPROVEMENT),
+        (Direction.HIGHER, 0.95, Kind.REGRESSION),  # a throughput dropped
+        (Direction.HIGHER, 1.05, Kind.IMPROVEMENT),
+        (Direction.NEUTRAL, 1.05, Kind.CHANGE),
+    ],
+)
+def test_finds_a_step_of_either_sign_and_names_it_by_direction(
+    direction: Direction, step: float, kind: Kind
+) -> None:
+    bisection = Bisection(200, direction)
+    run(bisection, step_measure(123, seed=5, step=step))
+    result = bisection.result()
+    assert result.culprit == 123
+    assert result.kind is kind
+    assert (result.change_pct > 0) == (step > 1)
+
+
+def test_a_few_10x_outliers_do_not_derail_it() -> None:
+    hits = 0
+    for seed in range(20):
+        culprit = int(np.random.default_rng([9, seed]).integers(1, 256))
+        clean = step_measure(culprit, seed)
+        calls = 0
+
+        def measure(commit: int) -> float:
+            nonlocal calls
+            calls += 1
+            # A disturbed run now and then: ten times slower, or ten times faster.
+            return clean(commit) * {8: 10.0, 15: 0.1, 23: 10.0}.get(calls, 1.0)
+
+        bisection = Bisection(256)
+        run(bisection, measure)
+        hits += bisection.result().culprit == culprit
+    assert hits >= 19
+
+
+def test_endpoints_without_a_difference_end_as_no_change() -> None:
+    values = [1.0, 1.02, 0.98, 1.01, 0.99]
+    bisection = Bisection(100)
+    for i in range(10):
+        bisection.observe(0, values[i % 5])
+        bisection.observe(99, values[(i + 2) % 5])
+    assert bisection.status() is Status.NO_CHANGE
+    assert bisection.next_probe() is None
+
+
+def test_stops_at_the_run_budget() -> None:
+    bisection = Bisection(1024, max_runs=12)
+    run(bisection, step_measure(500, seed=6, noise=0.05))
+    assert bisection.runs == 12
+    assert bisection.status() is Status.BUDGET
+    assert bisection.result().probability < 0.995
+
+
+def test_rejects_what_the_model_cannot_use() -> None:
+    bisection = Bisection(10, untestable=[4])
+    with pytest.raises(ValueError, match="positive"):
+        bisection.observe(3, 0.0)
+    with pytest.raises(ValueError, match="untestable"):
+        bisection.observe(4, 1.0)
+    with pytest.raises(ValueError, match="endpoints"):
+        bisection.mark_untestable(9)
+    with pytest.raises(ValueError, match="outside"):
+        bisection.observe(10, 1.0)
+
+
+def test_confirmation_interleaves_abba_and_confirms_a_real_step() -> None:
+    measure = step_measure(41, seed=8)
+    ab = ABConfirmation(40, 41, increase=True)
+    order = []
+    while (commit := ab.next_probe()) is not None:
+        order.append(commit)
+        ab.observe(commit, measure(commit))
+    assert len(order) >= 4
+    assert order == ([40, 41, 41, 40] * 4)[: len(order)]
+    result = ab.result()
+    assert result.decision is Decision.CONFIRMED
+    assert result.runs == len(order)
+    assert result.ci_pct[0] < result.change_pct < result.ci_pct[1]
+
+
+def test_confirmation_rejects_a_culprit_that_equals_its_parent() -> None:
+    # Both commits are on the bad side: the bisection was off by one.
+    measure = step_measure(30, seed=9)
+    ab = ABConfirmation(40, 41, increase=True, max_pairs=6)
+    while (commit := ab.next_probe()) is not None:
+        ab.observe(commit, measure(commit))
+    assert ab.result().decision is Decision.NOT_CONFIRMED
+    assert ab.result().runs == 12
+
+
+def test_bisection_continues_when_the_confirmation_samples_move_it() -> None:
+    bisection = Bisection(64)
+    measure = step_measure(20, seed=10)
+    run(bisection, measure)
+    ab = bisection.confirmation()
+    assert (ab.parent, ab.culprit) == (19, 20)
+    while (commit := ab.next_probe()) is not None:
+        value = measure(commit)
+        ab.observe(commit, value)
+        bisection.observe(commit, value)
+    assert ab.result().decision is Decision.CONFIRMED
+    assert bisection.next_probe() is None
