@@ -6,14 +6,15 @@ The method is written up in docs/statistics-changepoint.md; in short:
   segment under test, so outliers and heavy tails weigh no more than any other sample
   and a point with several agreeing repetitions scores sharper than a single run.
 - A segment is tested with the standardized two-sample rank scan (a Mann–Whitney z for
-  every split), divided by a long-run variance factor for AR(1)-like noise that is
-  estimated from lag-1 and lag-2 differences, so level shifts barely bias it.
+  every split), divided by the long-run variance factor of AR(1) noise.
 - The p-value is that of the *maximum* over all splits under the null of no change:
   Siegmund's tail approximation for the maximum of a standardized bridge (with his
-  discreteness correction) on long segments, a seeded permutation test on short ones.
-- Binary segmentation splits while a segment's p-value is below the false-alarm rate;
-  then each change point is re-tested, re-placed and kept only if it is still
-  significant between its neighbours.
+  discreteness correction) on long segments, a seeded block-permutation test on short
+  ones. A split is made when it is below the false-alarm rate.
+- Binary segmentation, then each change point is re-tested between its neighbours,
+  re-placed, and dropped unless still significant. This runs twice: first assuming
+  independent noise, then with the autocorrelation of the residuals around the first
+  segmentation's levels.
 - Magnitude: Hodges–Lehmann shift between the neighbouring segments (on log values when
   all are positive), with the Mann–Whitney (Moses) interval widened by the same
   long-run variance factor.
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,8 +40,9 @@ MIN_SEGMENT = 3
 # level, and dividing by an unbounded factor would hide every change in it.
 _MAX_RHO = 0.9
 
-# Segments up to this many points get a permutation p-value: there the tail
-# approximation is too conservative (rank statistics are bounded near the ends).
+# Segments up to this many points that the tail approximation does not already find
+# significant get a permutation p-value: there the approximation is too conservative
+# (rank statistics are bounded, most of all near the ends).
 _PERMUTATION_MAX_POINTS = 150
 # Sequential Monte Carlo (Besag & Clifford): stop after this many permuted statistics at
 # least as large as the observed one, since the p-value is then clearly above the level.
@@ -50,8 +52,11 @@ _PERMUTATION_BATCH_CELLS = 2_000_000
 
 # Hodges–Lehmann on all pairs is O(n1 * n2); beyond this many points per side the
 # points nearest to the change are used, which is also the level a reader compares.
-_MAGNITUDE_MAX_SIDE = 250
+_MAGNITUDE_MAX_SIDE = 150
 _CI_LEVEL = 0.95
+# The p-value's sum leaves out splits no arrangement of the scores can make extreme
+# enough; that is checked for this many splits at each end, where it matters.
+_REACH_EDGE = 64
 _MAX_MOVE_ROUNDS = 5
 
 
@@ -61,7 +66,17 @@ class ChangePoint:
     change_pct: float  # % change of the level after vs before (Hodges–Lehmann)
     ci_pct: tuple[float, float]  # 95% CI of change_pct
     strength: float  # -log10(p_value)
-    p_value: float  # calibrated for the split being the best of its segment
+    p_value: float  # of the best split between the neighbouring change points, calibrated for being the best
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """What a segment's test needs that does not depend on the noise's correlation."""
+
+    centred: NDArray[np.float64]  # scores minus their mean
+    z: float  # largest |z| over the splits, before the long-run variance correction
+    best: int  # offset of that split's first point after it, within the segment
+    reach: NDArray[np.float64]  # largest |z| reachable at each split, before the correction
 
 
 @dataclass(frozen=True)
@@ -72,6 +87,8 @@ class _Series:
     starts: NDArray[np.intp]  # offset of each point's first sample; one extra at the end
     summaries: NDArray[np.float64]  # median of each point's samples
     positions: NDArray[np.intp]  # index of each kept point in the caller's sequence
+    # Both passes and every refinement round test many of the same segments.
+    _scans: dict[tuple[int, int], _Scan | None] = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
         return len(self.summaries)
@@ -83,6 +100,19 @@ class _Series:
         offsets = self.starts[a:b] - lo
         counts = np.diff(self.starts[a : b + 1])
         return np.add.reduceat(ranks, offsets) / counts
+
+    def scan(self, a: int, b: int) -> _Scan | None:
+        """The rank scan of points a..b-1; None when all their scores tie."""
+        if (a, b) not in self._scans:
+            scores = self.scores(a, b)
+            if scores.min() == scores.max():
+                self._scans[a, b] = None
+            else:
+                centred = scores - scores.mean()
+                z = _scan(centred[np.newaxis, :])[0]
+                best = int(np.argmax(z))
+                self._scans[a, b] = _Scan(centred, float(z[best]), MIN_SEGMENT + best, _reach(centred))
+        return self._scans[a, b]
 
 
 def detect(
@@ -204,10 +234,10 @@ def _noise_correlation(series: _Series, splits: list[int]) -> float:
     is undone here.
     """
     n = len(series)
-    scores = series.scores(0, n)
-    residuals = np.concatenate(
-        [part - part.mean() for part in np.split(scores, splits)]
-    )
+    scan = series.scan(0, n)
+    if scan is None:
+        return 0.0
+    residuals = np.concatenate([part - part.mean() for part in np.split(scan.centred, splits)])
     energy = float(np.sum(residuals**2))
     if energy == 0.0:
         return 0.0
@@ -240,7 +270,6 @@ class _Tester:
     def __init__(self, series: _Series, log_alpha: float, rho: float, rng: np.random.Generator):
         self.series = series
         self.log_alpha = log_alpha
-        self.rho = rho
         # Long-run variance of AR(1) noise over its variance: sums of n correlated
         # points vary (1 + rho) / (1 - rho) times as much as sums of independent ones.
         self.factor = (1.0 + rho) / (1.0 - rho)
@@ -249,18 +278,25 @@ class _Tester:
         lags = np.arange(1, self.block)
         self.block_factor = 1.0 + 2.0 * float(np.sum((1.0 - lags / self.block) * rho**lags))
         self.rng = rng
+        # Refinement re-tests the same intervals round after round.
+        self._done: dict[tuple[int, int], _Test] = {}
 
     def test(self, a: int, b: int) -> _Test:
-        if b - a < 2 * MIN_SEGMENT:
+        if (a, b) not in self._done:
+            self._done[a, b] = self._test(a, b)
+        return self._done[a, b]
+
+    def _test(self, a: int, b: int) -> _Test:
+        scan = self.series.scan(a, b) if b - a >= 2 * MIN_SEGMENT else None
+        if scan is None:  # too short, or all tied: nothing can have changed
             return _Test(split=a, log_p=0.0, significant=False)
-        scores = self.series.scores(a, b)
-        centred = scores - scores.mean()
-        z = _scan(centred[np.newaxis, :])[0] / math.sqrt(self.factor)
-        best = int(np.argmax(z))
-        log_p = _log_tail(float(z[best]), centred, self.factor)
-        if len(centred) <= _PERMUTATION_MAX_POINTS and log_p >= self.log_alpha:
-            log_p = self._log_permutation_p(centred, float(z[best]) * math.sqrt(self.block_factor))
-        return _Test(split=a + MIN_SEGMENT + best, log_p=log_p, significant=log_p < self.log_alpha)
+        z = scan.z / math.sqrt(self.factor)
+        log_p = _log_tail(z, scan.reach / math.sqrt(self.factor))
+        if len(scan.centred) <= _PERMUTATION_MAX_POINTS and log_p >= self.log_alpha:
+            # Blocks keep part of the correlation in the permuted rows; the observed
+            # statistic is corrected only for the part they lose.
+            log_p = self._log_permutation_p(scan.centred, z * math.sqrt(self.block_factor))
+        return _Test(split=a + scan.best, log_p=log_p, significant=log_p < self.log_alpha)
 
     def _log_permutation_p(self, centred: NDArray[np.float64], z: float) -> float:
         """Monte Carlo p-value of the uncorrected maximum |z| over block permutations.
@@ -280,8 +316,10 @@ class _Tester:
         drawn = exceeded = 0
         batch = 64
         while drawn < needed and exceeded < _PERMUTATION_STOP_EXCEEDANCES:
-            order = self.rng.random((batch, -(-m // block))).argsort(axis=1).argsort(axis=1)
-            rows = centred[np.argsort(order[:, position // block] * block + position % block, axis=1)]
+            # A random rank per block, then points sorted by (block rank, place in block).
+            block_rank = self.rng.random((batch, -(-m // block))).argsort(axis=1).argsort(axis=1)
+            key = block_rank[:, position // block] * block + position % block
+            rows = centred[np.argsort(key, axis=1)]
             exceeded += int(np.sum(_scan(rows).max(axis=1) >= z * (1.0 - 1e-12)))
             drawn += batch
             batch = min(4 * batch, needed - drawn, max(1, _PERMUTATION_BATCH_CELLS // m))
@@ -297,38 +335,64 @@ def _scan(centred: NDArray[np.float64]) -> NDArray[np.float64]:
     """|z| of every split k = MIN_SEGMENT..m-MIN_SEGMENT for each row of scores.
 
     The variance of a partial sum is its permutation variance, so a shift does not
-    inflate it, and rows that are permutations of each other share it.
+    inflate it, and rows that are permutations of each other share it. The scores must
+    not all be equal.
     """
     m = centred.shape[1]
     k = np.arange(MIN_SEGMENT, m - MIN_SEGMENT + 1)
     partial = np.cumsum(centred, axis=1)[:, k - 1]
     scale = np.sqrt(np.mean(centred[0] ** 2) * k * (m - k) / (m - 1))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.nan_to_num(np.abs(partial) / scale)
+    return np.abs(partial) / scale
 
 
-def _log_tail(z: float, centred: NDArray[np.float64], factor: float) -> float:
+def _log_tail(z: float, reach: NDArray[np.float64]) -> float:
     """log P(max_k |Z_k| >= z) under no change, after Siegmund (1988).
 
     For a standardized bridge sampled at k = 1..m-1,
     P(max |Z_k| > b) ~ b phi(b) sum_k m/(k(m-k)) nu(b sqrt(m/(k(m-k)))).
-    Splits whose most extreme possible |Z_k| (the k largest or smallest scores on one
-    side) stays below b cannot exceed it and are left out of the sum.
+    Splits that no order of the scores could make reach b (`reach`, one per split
+    k = MIN_SEGMENT..m-MIN_SEGMENT) are left out of the sum.
     """
     if z < 1.0:  # the approximation is for the tail; below 1 the p-value is about 1
         return 0.0
-    m = len(centred)
-    k = np.arange(MIN_SEGMENT, m - MIN_SEGMENT + 1)
-    ordered = np.sort(centred)
-    extreme = np.maximum(np.cumsum(ordered[::-1])[k - 1], -np.cumsum(ordered)[k - 1])
-    reach = extreme / np.sqrt(factor * np.mean(centred**2) * k * (m - k) / (m - 1))
-    k = k[reach >= z * (1.0 - 1e-12)]
+    m = len(reach) + 2 * MIN_SEGMENT - 1
+    k = np.arange(MIN_SEGMENT, m - MIN_SEGMENT + 1)[reach >= z * (1.0 - 1e-12)]
     if k.size == 0:
         return 0.0
     weight = m / (k * (m - k.astype(float)))
     total = float(np.sum(weight * _overshoot(z * np.sqrt(weight))))
     log_p = math.log(z) - 0.5 * z * z - 0.5 * math.log(2.0 * math.pi) + math.log(total)
     return min(0.0, log_p)
+
+
+def _reach(centred: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Largest |Z_k| any order of the scores could give, k = MIN_SEGMENT..m-MIN_SEGMENT.
+
+    That is the k most extreme scores on one side. They sum to 0, so the k largest on one
+    side are the m - k smallest on the other, and a split near the far end has the
+    bound of m - k. Only the _REACH_EDGE splits nearest each end are worked out, from a
+    partial sort; further in, every split counts as reachable, which can only raise the
+    p-value.
+    """
+    m = len(centred)
+    edge = min(_REACH_EDGE, m)
+    if m <= 2 * edge:
+        ordered = np.sort(centred)
+    else:
+        ordered = np.sort(np.partition(centred, [edge - 1, m - edge])[np.r_[:edge, m - edge : m]])
+    top = np.cumsum(ordered[::-1][:edge])
+    bottom = -np.cumsum(ordered[:edge])
+    variance = float(np.mean(centred**2))
+
+    def bound(j: NDArray[np.intp]) -> NDArray[np.float64]:
+        return np.maximum(top[j - 1], bottom[j - 1]) / np.sqrt(variance * j * (m - j) / (m - 1))
+
+    k = np.arange(MIN_SEGMENT, m - MIN_SEGMENT + 1)
+    reach = np.full(k.shape, np.inf)
+    near, far = k <= edge, m - k <= edge
+    reach[near] = bound(k[near])
+    reach[far] = bound(m - k[far])
+    return reach
 
 
 def _overshoot(x: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -1,0 +1,166 @@
+"""Change-point detector: known steps found where they are, nothing found in noise."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from perfline.stats.changepoint import ChangePoint, detect
+
+
+def _noise(rng: np.random.Generator, n: int, kind: str = "normal", phi: float = 0.0) -> np.ndarray:
+    """Unit-variance noise; AR(1) with coefficient phi when phi > 0."""
+    if kind == "student-t":
+        e = rng.standard_t(3, n + 200) / math.sqrt(3.0)
+    else:
+        e = rng.standard_normal(n + 200)
+    out = np.zeros_like(e)
+    for i in range(1, len(e)):
+        out[i] = phi * out[i - 1] + math.sqrt(1.0 - phi * phi) * e[i]
+    return out[200:]
+
+
+def _series(rng: np.random.Generator, n: int, steps: dict[int, float], noise_pct: float = 2.0, **kw) -> np.ndarray:
+    level = np.full(n, 100.0)
+    for at, pct in steps.items():
+        level[at:] *= 1.0 + pct / 100.0
+    return level * (1.0 + noise_pct / 100.0 * _noise(rng, n, **kw))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
+def test_five_percent_step_in_two_percent_noise_is_found_at_its_index(seed: int) -> None:
+    values = _series(np.random.default_rng(seed), 200, {120: 5.0})
+    [change] = detect(values)
+    assert abs(change.index - 120) <= 3
+    assert change.p_value < 0.001
+    assert change.strength == pytest.approx(-math.log10(change.p_value), rel=1e-9)
+
+
+def test_magnitude_and_its_interval_cover_the_true_step() -> None:
+    [change] = detect(_series(np.random.default_rng(0), 200, {120: 5.0}))
+    low, high = change.ci_pct
+    assert low < 5.0 < high
+    assert low < change.change_pct < high
+    assert high - low < 2.0
+
+
+def test_the_interval_covers_the_true_step_about_95_percent_of_the_time() -> None:
+    covered = 0
+    for seed in range(60):
+        [change] = detect(_series(np.random.default_rng(seed), 200, {120: 5.0}, phi=0.2))
+        covered += change.ci_pct[0] < 5.0 < change.ci_pct[1]
+    assert covered >= 52  # 95 % of 60 is 57; 52 allows for chance
+
+
+def test_a_drop_is_negative() -> None:
+    [change] = detect(_series(np.random.default_rng(7), 300, {100: -8.0}))
+    assert change.change_pct == pytest.approx(-8.0, abs=1.0)
+
+
+def test_several_steps_are_all_found() -> None:
+    steps = {150: 5.0, 300: -4.0, 420: 6.0, 520: -3.0}
+    for seed in range(3):
+        found = detect(_series(np.random.default_rng(seed), 600, steps, noise_pct=1.5))
+        assert len(found) == len(steps)
+        for change, (at, pct) in zip(found, steps.items(), strict=True):
+            assert abs(change.index - at) <= 3
+            assert change.change_pct == pytest.approx(pct, abs=1.0)
+
+
+def test_repetitions_within_points_are_used() -> None:
+    rng = np.random.default_rng(11)
+    # Five repetitions per point, 3 % noise each: a 3 % step after 40 of 60 points.
+    points = [list(100.0 * (1.03 if i >= 40 else 1.0) * (1 + 0.03 * rng.standard_normal(5))) for i in range(60)]
+    [change] = detect(points)
+    assert abs(change.index - 40) <= 3
+    assert change.ci_pct[0] < 3.0 < change.ci_pct[1]
+
+
+def test_points_may_have_different_numbers_of_repetitions() -> None:
+    rng = np.random.default_rng(5)
+    points = [
+        list(100.0 * (0.95 if i >= 50 else 1.0) * (1 + 0.02 * rng.standard_normal(1 + i % 4))) for i in range(100)
+    ]
+    [change] = detect(points)
+    assert abs(change.index - 50) <= 3
+
+
+def test_missing_points_are_skipped_and_indexes_refer_to_the_input() -> None:
+    values = list(_series(np.random.default_rng(3), 200, {120: 5.0}))
+    values[20] = math.nan
+    values[60:70] = [math.nan] * 10
+    points: list[list[float]] = [[v] for v in values]
+    points[90] = []
+    [change] = detect(points)
+    assert abs(change.index - 120) <= 3
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize(("kind", "phi"), [("normal", 0.0), ("student-t", 0.0), ("normal", 0.3), ("student-t", 0.3)])
+def test_no_change_point_in_2000_points_of_noise(seed: int, kind: str, phi: float) -> None:
+    assert detect(_series(np.random.default_rng(seed), 2000, {}, kind=kind, phi=phi)) == []
+
+
+def test_outliers_are_not_change_points() -> None:
+    rng = np.random.default_rng(9)
+    values = _series(rng, 500, {})
+    values[rng.choice(500, 15, replace=False)] *= 3.0
+    assert detect(values) == []
+    values[300:] *= 1.04
+    [change] = detect(values)
+    assert abs(change.index - 300) <= 3
+
+
+def test_false_alarm_rate_is_the_level_of_the_test() -> None:
+    # Calibrated against the null, not against the best split's own p-value: at a 5 %
+    # level about 5 % of noise series get a change point.
+    hits = sum(bool(detect(_series(np.random.default_rng(s), 200, {}), false_alarm_rate=0.05)) for s in range(200))
+    assert 2 <= hits <= 20
+
+
+def test_the_false_alarm_rate_trades_sensitivity() -> None:
+    values = _series(np.random.default_rng(4), 60, {40: 2.5})
+    assert detect(values, false_alarm_rate=1e-6) == []
+    assert len(detect(values, false_alarm_rate=0.05)) == 1
+
+
+def test_same_seed_same_answer() -> None:
+    values = _series(np.random.default_rng(8), 80, {50: 3.0}, phi=0.3)
+    assert detect(values, seed=1) == detect(values, seed=1)
+
+
+def test_short_series_do_not_crash() -> None:
+    # Ten points cannot reach p < 0.001 with ranks (at best 2/252 at a known split),
+    # even for a 20 % step.
+    assert detect(list(_series(np.random.default_rng(0), 10, {5: 20.0}))) == []
+    assert len(detect(list(_series(np.random.default_rng(0), 10, {5: 20.0})), false_alarm_rate=0.05)) <= 1
+    assert detect(list(range(10))) == []
+    assert detect([]) == []
+    assert detect([1.0]) == []
+    assert detect([[1.0, 2.0]] * 3) == []
+
+
+def test_constant_series_has_no_change() -> None:
+    assert detect([5.0] * 100) == []
+
+
+def test_non_positive_values_give_change_relative_to_the_level_before() -> None:
+    rng = np.random.default_rng(2)
+    values = np.concatenate([rng.normal(-10.0, 0.2, 100), rng.normal(-9.0, 0.2, 100)])
+    [change] = detect(values)
+    assert change.index == pytest.approx(100, abs=3)
+    assert change.change_pct == pytest.approx(10.0, abs=1.0)  # -10 -> -9 is +1 on |-10|
+
+
+def test_rejects_a_rate_outside_0_1() -> None:
+    with pytest.raises(ValueError):
+        detect([1.0, 2.0], false_alarm_rate=0.0)
+
+
+def test_change_point_record_is_immutable() -> None:
+    [change] = detect(_series(np.random.default_rng(0), 200, {120: 5.0}))
+    assert isinstance(change, ChangePoint)
+    with pytest.raises(AttributeError):
+        change.index = 3  # type: ignore[misc]
