@@ -7,7 +7,7 @@ offending line and the command line names the offending option.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from perfline.benchmarks import Benchmark
@@ -82,8 +82,8 @@ def with_target(
     options = {"kernel": kernel, "cmdline": cmdline, "vm_cpus": cpus, "vm_memory": memory_mb, "accel": accel}
 
     def fail_for(key: str) -> Callable[[str], JobError]:
-        option = {"target": "--target", "tunables": "tunables", **{k: f"--{k.replace('_', '-')}" for k in VM_KEYS}}
-        return lambda message: JobError(COMMAND_LINE, None, f"{option[key]}: {message}")
+        option = key if key == "tunables" else f"--{key.replace('_', '-')}"
+        return lambda message: JobError(COMMAND_LINE, None, f"{option}: {message}")
 
     target = target or job.target
     if target not in TARGETS:
@@ -93,12 +93,13 @@ def with_target(
             if value is not None:
                 raise fail_for(key)("applies only to --target qemu")
         return replace(job, target=target, vm=None)
-    base = job.vm
+    # The job file's VM settings, where the command line gives none.
+    given = asdict(job.vm) if job.vm is not None else {}
     vm = vm_spec(
-        kernel if kernel is not None else base and base.kernel,
-        cpus if cpus is not None else base and base.cpus,
-        memory_mb if memory_mb is not None else base and base.memory_mb,
-        accel if accel is not None else base and base.accel,
+        given.get("kernel") if kernel is None else kernel,
+        given.get("cpus") if cpus is None else cpus,
+        given.get("memory_mb") if memory_mb is None else memory_mb,
+        given.get("accel") if accel is None else accel,
         fail_for,
     )
     tunables = dict(job.tunables)

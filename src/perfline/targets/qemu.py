@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from perfline.jobs.spec import ACCELS
 from perfline.process import require_tool, run, tail
 from perfline.targets.kernels import Kernel
 
 QEMU = "qemu-system-x86_64"
 QEMU_PACKAGE = "qemu-system-x86"
-ACCELS = ("auto", "kvm", "tcg")
 KVM_DEVICE = Path("/dev/kvm")
 # quiet: a console byte costs a trapped port write, which TCG makes slow.
 BASE_CMDLINE = "console=ttyS0 panic=-1 quiet"
@@ -155,7 +155,7 @@ class Vm:
         out: list[bytes] = []
         err: list[bytes] = []
         while True:
-            kind, _, payload = self._reply(channel, deadline, f"{shlex.join(argv)} did not finish")
+            kind, payload = self._reply(channel, deadline, f"{shlex.join(argv)} did not finish")
             if kind == "out":
                 out.append(base64.b64decode(payload))
             elif kind == "err":
@@ -251,8 +251,8 @@ class Vm:
 
     def _reply(
         self, channel: _Channel, deadline: float | None, what: str, expect: str | None = None
-    ) -> tuple[str, str, str]:
-        """The next `@perfline KIND ...` line as (kind, " ", rest); other lines are noise."""
+    ) -> tuple[str, str]:
+        """The next `@perfline KIND REST` reply as (kind, rest); other lines are noise."""
         while True:
             line = channel.readline(0.1)
             if line is None:
@@ -260,11 +260,11 @@ class Vm:
                 continue
             if not line.startswith(REPLY):
                 continue
-            kind, sep, rest = line.removeprefix(REPLY).partition(" ")
+            kind, _, rest = line.removeprefix(REPLY).partition(" ")
             if kind == "error":
                 raise GuestFailed(f"guest agent: {rest}", self.console_tail())
             if expect is None or kind == expect:
-                return kind, sep, rest
+                return kind, rest
 
     def _check_alive(self, deadline: float | None, what: str) -> None:
         proc = self._proc
