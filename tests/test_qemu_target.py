@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from perfline.fingerprint import differences, flatten
 from perfline.jobs import JobError, expand, load_job
 from perfline.native import CHECKOUT, native_binary
 from perfline.targets import initramfs, kernels
@@ -60,7 +61,11 @@ def perfline(db: Path, *args: str, check: bool = True) -> subprocess.CompletedPr
 
 def registered(name: str, package: str, tmp: Path) -> kernels.Kernel:
     """The kernel, added through the CLI the first time (apt download), cached after."""
-    perfline(tmp / "db", "kernels", "add-deb", package, "--name", name)
+    proc = perfline(tmp / "db", "kernels", "add-deb", package, "--name", name, check=False)
+    if "apt knows no package" in proc.stderr:  # a machine whose apt lists were never fetched
+        subprocess.run(["apt-get", "update", "-q"], check=True, capture_output=True)
+        proc = perfline(tmp / "db", "kernels", "add-deb", package, "--name", name, check=False)
+    assert proc.returncode == 0, proc.stderr
     return kernels.get_kernel(name)
 
 
@@ -129,6 +134,13 @@ def test_initramfs_holds_agent_busybox_and_tools_and_is_cached(tmp_path: Path) -
     other.write_bytes(helper.read_bytes() + b"\0")  # another input: another image
     other.chmod(0o755)
     assert initramfs.build([other], tmp_path) != first
+
+
+def test_compare_treats_another_accelerator_as_another_machine() -> None:
+    base = flatten({"target": "qemu", "vm": {"accel": "kvm"}})
+    other = flatten({"target": "qemu", "vm": {"accel": "tcg"}})
+    [difference] = differences(base, other)
+    assert (difference.key, difference.kind) == ("vm accel", "machine")
 
 
 JOB_ERRORS = [

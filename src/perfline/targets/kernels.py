@@ -234,7 +234,15 @@ def _check_name(name: str) -> None:
 
 def _download(package: str, into: Path, progress: Callable[[str], None]) -> Path:
     progress(f"apt-get download {package}")
-    _dpkg(["apt-get", "download", "-q", package], cwd=into, timeout=APT_TIMEOUT_S)
+    try:
+        _dpkg(["apt-get", "download", "-q", package], cwd=into, timeout=APT_TIMEOUT_S)
+    except KernelError as exc:
+        if "Unable to locate package" in str(exc):
+            raise KernelError(
+                f"apt knows no package {package}: check the name with "
+                "`apt-cache search linux-image | grep cloud`, or run `apt-get update`"
+            ) from exc
+        raise
     found = sorted(into.glob(f"{package.replace('+', '?')}_*.deb"))
     if not found:
         raise KernelError(f"apt-get download {package} left no .deb in {into}")
