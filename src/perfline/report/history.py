@@ -8,6 +8,18 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
+from perfline.report.figures import (
+    CHANGE,
+    IMPROVEMENT,
+    PRIMARY,
+    REGRESSION,
+    Estimate,
+    new_axes,
+    plot_points,
+    save,
+    style_axes,
+    value_label,
+)
 from perfline.report.runs import ARROWS, number
 from perfline.series import Series, judge
 from perfline.stats.changepoint import ChangePoint
@@ -55,33 +67,13 @@ def history_table(series: Series, changes: list[ChangePoint]) -> Table:
 
 def write_png(series: Series, changes: list[ChangePoint], path: Path) -> None:
     """Every repetition as a dot, the mean ± stddev per point, change points as lines."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display: the PNG is the product
-    import matplotlib.pyplot as plt
-
     metric = series.metric
-    figure, axes = plt.subplots(figsize=(max(6.0, 0.35 * len(series.points) + 3), 4.2), dpi=120)
-    xs = range(len(series.points))
-    summaries = [summarize(p.values) for p in series.points]
-    for x, point in zip(xs, series.points, strict=True):
-        axes.scatter([x] * len(point.values), point.values, s=9, color="#9db4d3", zorder=2)
-    axes.errorbar(
-        list(xs),
-        [s.mean for s in summaries],
-        yerr=[s.stddev for s in summaries],
-        fmt="o-",
-        color="#1f4e8c",
-        ecolor="#1f4e8c",
-        capsize=3,
-        markersize=4,
-        linewidth=1,
-        zorder=3,
-        label="mean ± stddev",
-    )
+    figure, axes = new_axes(max(6.0, 0.35 * len(series.points) + 3), 4.2)
+    xs = list(range(len(series.points)))
+    plot_points(axes, xs, [Estimate.stddev(p.values) for p in series.points], PRIMARY, "mean ± stddev")
     for change in changes:
         kind = judge(metric, change.change_pct)
-        color = {"regression": "#c62828", "improvement": "#2e7d32"}.get(kind, "#f9a825")
+        color = {"regression": REGRESSION, "improvement": IMPROVEMENT}.get(kind, CHANGE)
         axes.axvline(change.index - 0.5, color=color, linestyle="--", linewidth=1.2)
         axes.annotate(
             f"{change.change_pct:+.1f}%\n[{change.ci_pct[0]:+.1f}, {change.ci_pct[1]:+.1f}]",
@@ -93,13 +85,11 @@ def write_png(series: Series, changes: list[ChangePoint], path: Path) -> None:
             fontsize=8,
             color=color,
         )
-    axes.set_xticks(list(xs))
+    axes.set_xticks(xs)
     axes.set_xticklabels([p.name for p in series.points], rotation=60, ha="right", fontsize=7)
-    better = {"higher": " (higher is better)", "lower": " (lower is better)"}.get(metric.direction.value, "")
-    axes.set_ylabel(f"{metric.unit}{better}")
-    axes.set_title(f"{metric.name}  {series.case_key}\n{series.hostname}, by {series.order}", fontsize=9)
-    axes.grid(axis="y", alpha=0.3)
-    axes.legend(fontsize=7, loc="best")
-    figure.tight_layout()
-    figure.savefig(path)
-    plt.close(figure)
+    style_axes(
+        axes,
+        title=f"{metric.name}  {series.case_key}\n{series.hostname}, by {series.order}",
+        ylabel=value_label(metric.unit, metric.direction.value),
+    )
+    save(figure, path)

@@ -1,0 +1,734 @@
+"""Regenerate docs/case-studies/: the seeds' experiments, run through perfline's CLI here.
+
+    .venv/bin/python bench/case_studies.py [--quick] [--out DIR] [--only rcu,tbench,...] [--db FILE]
+
+(a) rcu        grace-period-bound work (ftrace-events, rcu-gp) with rcutree's
+               jiffies_till_first_fqs 1 against 0, without and with one CPU hog:
+               interleaved `perfline ab`; plus a sweep of the tunable as a control.
+(b) tbench     tbench throughput against 1..2×CPUs clients.
+(c) latency    per-CPU scheduling latency (cpu-latency) without and with CPU hogs.
+(d) migration  the cache-hot migration cost matrix (`perfline migration-cost`).
+
+Every measurement is a `perfline ... --json` subprocess against a fresh SQLite store (a
+temporary file unless --db is given), run from the output directory, where the job
+files are written first; the pages quote those commands as they ran. Each page gets
+its tables and figures from the numbers, the machine's fingerprint and load, and the
+hand-written interpretation in docs/case-studies/notes/<study>.md (not for --quick
+runs, whose sizes are for a smoke test only). The full run takes under 10 minutes on a
+2-CPU VM; --quick about one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from perfline.benchmarks.migration_cost import MigrationResult, PairCost, format_matrix
+from perfline.report.figures import (
+    Estimate,
+    Labelled,
+    grouped_bars,
+    heatmap,
+    sweep_plot,
+    value_label,
+)
+from perfline.report.runs import number
+from perfline.targets import local
+
+ROOT = Path(__file__).resolve().parents[1]
+PERFLINE = ROOT / ".venv" / "bin" / "perfline"
+DEFAULT_OUT = ROOT / "docs" / "case-studies"
+NOTES = DEFAULT_OUT / "notes"
+FQS = "/sys/module/rcutree/parameters/jiffies_till_first_fqs"
+CPUS = len(os.sched_getaffinity(0))
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Sizes:
+    ftrace_iterations: int
+    ftrace_pairs: int
+    rcu_iterations: int
+    rcu_pairs: int
+    sweep_fqs: tuple[int, ...]  # the first is the baseline of the comparison
+    sweep_repeat: int
+    tbench_clients: tuple[int, ...]
+    tbench_duration: int
+    tbench_repeat: int
+    latency_ms: int
+    latency_repeat: int
+    latency_loads: tuple[int, ...]
+    migration_sizes: tuple[str, ...]
+    migration_repeat: int
+    warmup: int
+
+
+FULL = Sizes(
+    ftrace_iterations=100, ftrace_pairs=10, rcu_iterations=50, rcu_pairs=15,
+    sweep_fqs=(1, 0, 3, 10), sweep_repeat=5,
+    tbench_clients=tuple(range(1, 2 * CPUS + 1)), tbench_duration=5, tbench_repeat=5,
+    latency_ms=500, latency_repeat=20, latency_loads=(0, 1, CPUS),
+    migration_sizes=("256K", "4M", "auto"), migration_repeat=20, warmup=1,
+)
+QUICK = Sizes(
+    ftrace_iterations=10, ftrace_pairs=2, rcu_iterations=5, rcu_pairs=2,
+    sweep_fqs=(1, 0), sweep_repeat=2,
+    tbench_clients=(1, 2), tbench_duration=2, tbench_repeat=2,
+    latency_ms=50, latency_repeat=2, latency_loads=(0, 1),
+    migration_sizes=("64K",), migration_repeat=3, warmup=0,
+)
+
+
+# --- running perfline ---------------------------------------------------------------
+
+
+@dataclass
+class Perfline:
+    """`perfline --db DB ... --json` from the output directory; remembers the commands
+    and the job files they use, for the page."""
+
+    out: Path
+    db: Path
+    commands: list[str] = field(default_factory=list)
+    jobs: list[tuple[str, str]] = field(default_factory=list)
+
+    def __call__(self, *args: str, record: bool = True) -> Any:
+        shown = f'perfline --db "$DB" {shlex.join(args)} --json'
+        if record:
+            self.commands.append(shown)
+            print(f"$ {shown}", file=sys.stderr, flush=True)
+        argv = [str(PERFLINE), "--db", str(self.db), *args, "--json"]
+        proc = subprocess.run(argv, cwd=self.out, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise SystemExit(f"{shown} failed with status {proc.returncode}:\n{proc.stderr[-3000:]}")
+        return json.loads(proc.stdout)  # perfline writes NaN/Infinity, which json reads
+
+    def job(self, name: str, text: str) -> str:
+        """Write jobs/NAME.yaml under the output directory; return its relative path."""
+        relative = f"jobs/{name}.yaml"
+        text = f"# written by bench/case_studies.py\n{text.strip()}\n"
+        (self.out / "jobs").mkdir(parents=True, exist_ok=True)
+        (self.out / relative).write_text(text)
+        self.jobs.append((relative, text))
+        return relative
+
+    def commands_section(self) -> str:
+        """The job files and commands used since the last call, as Markdown."""
+        parts = ["## Commands", "", "Run from this directory; `$DB` is a fresh SQLite file.", ""]
+        for relative, text in self.jobs:
+            parts += [f"[{relative}]({relative}):", "", code_block(text.splitlines(), "yaml"), ""]
+        parts.append(code_block(self.commands, "sh"))
+        self.commands, self.jobs = [], []
+        return "\n".join(parts)
+
+
+def samples(run: Mapping[str, Any], metric: str) -> list[float]:
+    """The values of one metric in a `perfline run/show --json` run document."""
+    return [s["value"] for s in run["samples"] if s["metric"] == metric]
+
+
+def hogs(count: int) -> str:
+    return "no hog" if count == 0 else f"{count} CPU hog" + ("s" if count > 1 else "")
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+# --- Markdown --------------------------------------------------------------------------
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def summary_cell(s: Mapping[str, Any]) -> str:
+    """mean ±%stddev (n), as perfline's terminal tables print it."""
+    noise = f"{s['cv_pct']:.1f}%" if s["mean"] and math.isfinite(s["cv_pct"]) else "-"
+    return f"{number(s['mean'])} ±{noise} ({s['n']})"
+
+
+def change_cell(c: Mapping[str, Any], marker: str = " **\\***") -> str:
+    """%change [95% CI], with `marker` when significant."""
+    low, high = c["ci_pct"]
+    if not all(math.isfinite(v) for v in (c["change_pct"], low, high)):
+        return "n/a"
+    return f"{c['change_pct']:+.1f}% [{low:+.1f}, {high:+.1f}]" + (marker if c["significant"] else "")
+
+
+def metric_row(case: Json, metric: str) -> Json:
+    return next(m for m in case["metrics"] if m["metric"] == metric)
+
+
+def comparison_table(case: Json, metrics: Sequence[str], names: Sequence[str]) -> str:
+    """One row per metric: the baseline and each other side with change, CI, p, verdict."""
+    header = ["metric", names[0]]
+    for name in names[1:]:
+        header += [name, "%change [95% CI]", "p", "verdict"]
+    rows = []
+    for metric in metrics:
+        row = metric_row(case, metric)
+        cells = [f"`{metric}` {row['unit']}", summary_cell(row["base"])]
+        for other in row["others"]:
+            cells += [summary_cell(other), change_cell(other), f"{other['p_value']:.2g}", other["verdict"]]
+        rows.append(cells)
+    return table(header, rows)
+
+
+def cpu_shares(means: Mapping[str, float]) -> str:
+    """`idle 12%, steal 0.4%` from the proc-stat monitor's mean shares over the repetitions."""
+    return f"idle {means['proc-stat.idle_pct']:.0f}%, steal {means['proc-stat.steal_pct']:.1f}%"
+
+
+def run_shares(run: Mapping[str, Any]) -> str:
+    return cpu_shares({name: s["mean"] for name, s in run["summary"].items()})
+
+
+def side_shares(case: Json, side: int) -> str:
+    """cpu_shares of side `side` (0: the baseline) of a comparison document."""
+    return cpu_shares({m["metric"]: (m["base"] if side == 0 else m["others"][side - 1])["mean"]
+                       for m in case["metrics"] if m["source"] == "monitor"})
+
+
+def code_block(lines: Iterable[str], lang: str = "") -> str:
+    return f"```{lang}\n" + "\n".join(lines) + "\n```"
+
+
+def finding(c: Mapping[str, Any]) -> str:
+    """`+2.0% [−16.0, +24.0], p 0.89: no significant change` for a comparison."""
+    said = c["verdict"] if c["significant"] else (
+        "too few samples for a verdict" if c["verdict"] == "too few samples" else "no significant change"
+    )
+    return f"{change_cell(c, '')}, p {c['p_value']:.2g}: {said}"
+
+
+# --- the machine -------------------------------------------------------------------------
+
+
+def config_options(names: Sequence[str]) -> dict[str, str]:
+    """CONFIG_* values of the running kernel ('not set' if absent), as perfline reads its config."""
+    text, _ = local.kernel_config(Path("/"), platform.release())
+    found = dict(re.findall(r"^(CONFIG_\w+)=(.*)$", text or "", re.MULTILINE))
+    return {name: found.get(name, "not set") for name in names} if text else {}
+
+
+def hypervisor() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+    except OSError:
+        return "unknown"
+    facts = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    vendor = facts.get("Hypervisor vendor", "").strip()
+    kind = facts.get("Virtualization type", "").strip()
+    return f"{vendor} guest ({kind} virtualization)" if vendor else "bare metal (no hypervisor in lscpu)"
+
+
+def machine_section(fp: Mapping[str, Any], loads: Sequence[str]) -> str:
+    config = config_options(["CONFIG_HZ", "CONFIG_NO_HZ_IDLE", "CONFIG_NO_HZ_FULL", "CONFIG_PREEMPT_RCU",
+                            "CONFIG_RCU_LAZY", "CONFIG_RCU_NOCB_CPU", "CONFIG_RCU_FAST_NO_HZ"])
+    governors = ", ".join(sorted(set(fp.get("governors", {}).values()))) or "none (no cpufreq)"
+    rcu = ", ".join(f"{Path(k).name}={v}" for k, v in fp.get("sysfs", {}).items() if "rcutree" in k)
+    lines = [
+        "## Machine",
+        "",
+        f"- kernel: `{fp['kernel_release']}` `{fp['kernel_version']}`, config {fp.get('config_hash', '?')[:12]}",
+        f"- CPU: {fp['cpu_model']} × {fp['cpu_count']}, {fp['memory_bytes'] / 2**30:.1f} GiB; "
+        f"{hypervisor()}; cpufreq governors: {governors}",
+        f"- rcutree: {rcu or 'n/a'}",
+        f"- kernel command line: `{fp['cmdline']}`",
+        "- config: " + ", ".join(f"{k.removeprefix('CONFIG_')}={v}" for k, v in config.items()),
+        f"- load average (1, 5, 15 min) before / after this study: {loads[0]} / {loads[1]}",
+        f"- host `{fp['hostname']}`, machine id {fp['machine_id'][:12]}",
+    ]
+    return "\n".join(lines)
+
+
+# --- studies -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    body: str  # the page between its header and the interpretation
+    summary: str  # one line for the index
+    fingerprint: Mapping[str, Any]  # of the machine the study ran on
+
+
+@dataclass
+class Study:
+    slug: str
+    title: str
+    run: Callable[[Perfline, Path, Sizes], Outcome]
+
+
+def ab_case(cli: Perfline, job: str, a: str, b: str, pairs: int) -> Json:
+    doc = cli("ab", job, "--a", a, "--b", b, "--pairs", str(pairs))
+    [case] = doc["cases"]
+    return case
+
+
+def side_runs(case: Json) -> list[int]:
+    return [side["runs"][0] for side in case["sides"]]
+
+
+def rcu_study(cli: Perfline, out: Path, sizes: Sizes) -> Outcome:
+    before = Path(FQS).read_text().strip()
+    benchmarks = (
+        ("ftrace-events", "ftrace-events.seconds", sizes.ftrace_iterations, sizes.ftrace_pairs),
+        ("rcu-gp", "rcu-gp.ms_per_gp", sizes.rcu_iterations, sizes.rcu_pairs),
+    )
+    loads = (0, 1)
+    names = ("A: jiffies_till_first_fqs=1", "B: jiffies_till_first_fqs=0")
+    sections, findings, load_effects = [], [], []
+    changes: list[Json] = []
+    fingerprint: Mapping[str, Any] = {}
+    for bench, metric, iterations, pairs in benchmarks:
+        estimates: dict[str, list[Estimate]] = {name: [] for name in names}
+        notes, side_a = [], []
+        sections.append(f"### {bench} (iterations={iterations}, {pairs} pairs)\n")
+        for load in loads:
+            job = cli.job(f"{bench}-load{load}", f"""
+benchmark: {bench}
+params: {{iterations: {iterations}}}
+warmup: {sizes.warmup}
+monitors: [proc-stat]
+load: {load}
+""")
+            case = ab_case(cli, job, f"sysfs:{FQS}=1", f"sysfs:{FQS}=0", pairs)
+            runs = [cli("show", str(run_id), record=False) for run_id in side_runs(case)]
+            fingerprint = fingerprint or runs[0]["fingerprint"]
+            side_a.append(str(runs[0]["id"]))
+            for name, run in zip(names, runs, strict=True):
+                estimates[name].append(Estimate.ci(samples(run, metric)))
+            change = metric_row(case, metric)["others"][0]
+            changes.append(change)
+            notes.append(f"B vs A {change_cell(change, '*')}\np {change['p_value']:.2g}")
+            findings.append(f"- `{metric}`, {hogs(load)}: jiffies_till_first_fqs 0 vs 1: {finding(change)}")
+            sections += [
+                f"**{hogs(load)}** (runs {', '.join(str(r['id']) for r in runs)}; CPU time during the "
+                f"repetitions: A {side_shares(case, 0)}; B {side_shares(case, 1)})\n",
+                comparison_table(case, [metric], names) + "\n",
+            ]
+        # What the hog itself does: side A of each condition, one after the other.
+        effect = metric_row(cli("compare", *side_a)["cases"][0], metric)["others"][0]
+        load_effects.append(f"- `{metric}`, jiffies_till_first_fqs=1, 1 CPU hog vs no hog (runs "
+                            f"{' and '.join(side_a)}, not interleaved): {finding(effect)}")
+        figure = f"{bench}-fqs.png"
+        grouped_bars(
+            out / figure,
+            [hogs(load) for load in loads],
+            [Labelled(name, tuple(found)) for name, found in estimates.items()],
+            title=f"{metric}: jiffies_till_first_fqs 1 vs 0, {pairs} interleaved pairs per condition",
+            ylabel=value_label(metric_row(case, metric)["unit"], "lower"),
+            notes=notes,
+        )
+        sections.append(f"![{bench}: jiffies_till_first_fqs 1 vs 0]({figure})\n")
+
+    sweep_job = cli.job("rcu-gp-fqs-sweep", f"""
+benchmark: rcu-gp
+params: {{iterations: {sizes.rcu_iterations}}}
+repeat: {sizes.sweep_repeat}
+warmup: {sizes.warmup}
+monitors: [proc-stat]
+tunables:
+  sysfs: {{{FQS}: [{', '.join(map(str, sizes.sweep_fqs))}]}}
+""")
+    swept = cli("run", sweep_job)
+    sweep_case = cli("compare", *(str(r["id"]) for r in swept))["cases"][0]
+    values = {r["tunables"]["sysfs"][FQS]: samples(r, "rcu-gp.ms_per_gp") for r in swept}
+    xs = sorted(values)
+    sweep_plot(
+        out / "rcu-gp-fqs-sweep.png", xs,
+        [Labelled("rcu-gp.ms_per_gp", tuple(Estimate.ci(values[x]) for x in xs))],
+        title="rcu-gp.ms_per_gp against jiffies_till_first_fqs (no hog)",
+        xlabel="rcutree.jiffies_till_first_fqs (jiffies)", ylabel=value_label("ms", "lower"), error="95% CI",
+    )
+    base, *others = sizes.sweep_fqs
+    sweep_rows = metric_row(sweep_case, "rcu-gp.ms_per_gp")["others"]
+    findings += [f"- `rcu-gp.ms_per_gp`, no hog, jiffies_till_first_fqs={x} vs {base} (sweep, not "
+                 f"interleaved): {finding(c)}" for x, c in zip(others, sweep_rows, strict=True)]
+    after = Path(FQS).read_text().strip()
+    hz = config_options(["CONFIG_HZ"]).get("CONFIG_HZ", "?")
+    body = "\n".join([
+        "The seed: switching ftrace tracers 100 times got 40% slower after an RCU commit (49.4 s vs "
+        "35.3 s idle, 45.0 s vs 30.8 s with one CPU busy, 20.3 s either way with both busy; Core 2 Duo "
+        "E8400, CONFIG_RCU_FAST_NO_HZ=y). Paul McKenney explained that RCU checks on idle CPUs only "
+        "after `rcutree.jiffies_till_first_fqs` jiffies (3 then), and that setting it to 0 \"should "
+        "speed up your ftrace test significantly on idle systems\". This study puts that to the test on "
+        "this kernel with two grace-period-bound benchmarks: `ftrace-events` (the seed's loop with a "
+        "trace event instead of the function tracer, which lockdown refuses here) and `rcu-gp` (one "
+        "`synchronize_rcu()` per `membarrier(MEMBARRIER_CMD_GLOBAL)`), each as interleaved A/B pairs "
+        "(A B A B …) without and with one CPU hog (the seed's make-load).",
+        "",
+        cli.commands_section(),
+        "",
+        f"perfline wrote the tunable before each repetition and restored it afterwards: "
+        f"`jiffies_till_first_fqs` was {before} before the study and {after} after it.",
+        "",
+        "## Results",
+        "",
+        "mean ±%stddev (n); %change of B against A with its 95% CI from the paired (interleaved) "
+        "analysis; p of the paired t test; **\\*** significant at p < 0.01 and beyond 1%. The CPU idle "
+        "share is the `proc-stat` monitor's over the repetitions: the seed's effect needs idle CPUs.",
+        "",
+        *sections,
+        "### Control: a sweep of the tunable (rcu-gp, no hog)",
+        "",
+        f"`perfline run` over jiffies_till_first_fqs = {', '.join(map(str, sizes.sweep_fqs))} "
+        f"({sizes.sweep_repeat} repetitions each, one case after the other, not interleaved), compared "
+        f"against {base}. At HZ={hz}, {max(sizes.sweep_fqs)} jiffies delay the first scan for idle CPUs "
+        "by that many ticks: if that scan bounded grace periods here, the sweep would rise with it.",
+        "",
+        comparison_table(sweep_case, ["rcu-gp.ms_per_gp"], [f"fqs={x}" for x in sizes.sweep_fqs]),
+        "",
+        "![rcu-gp against jiffies_till_first_fqs](rcu-gp-fqs-sweep.png)",
+        "",
+        "## Findings (generated from the numbers)",
+        "",
+        *findings,
+        *load_effects,
+    ])
+    summary = (f"jiffies_till_first_fqs 0 vs 1: {sum(c['significant'] for c in changes)} of {len(changes)} "
+               "interleaved A/B comparisons significant; changes " +
+               ", ".join(change_cell(c, "*") for c in changes))
+    return Outcome(body, summary, fingerprint)
+
+
+def tbench_study(cli: Perfline, out: Path, sizes: Sizes) -> Outcome:
+    clients = sizes.tbench_clients
+    job = cli.job("tbench-clients", f"""
+benchmark: tbench
+params:
+  clients: [{', '.join(map(str, clients))}]
+  duration: {sizes.tbench_duration}
+repeat: {sizes.tbench_repeat}
+warmup: {sizes.warmup}
+monitors: [proc-stat]
+""")
+    runs = cli("run", job)
+    ids = [str(r["id"]) for r in runs]
+    against_one = cli("compare", *ids)["cases"][0]
+    at_cpus = clients.index(CPUS) if CPUS in clients else len(clients) - 1
+    beyond = cli("compare", *ids[at_cpus:])["cases"][0] if at_cpus < len(ids) - 1 else None
+    throughput = {r["params"]["clients"]: samples(r, "tbench.throughput") for r in runs}
+    sweep_plot(
+        out / "tbench-clients.png", list(clients),
+        [Labelled("tbench.throughput", tuple(Estimate.stddev(throughput[c]) for c in clients))],
+        title=f"tbench throughput against clients ({sizes.tbench_repeat} runs of {sizes.tbench_duration} s each)",
+        xlabel="clients", ylabel=value_label("MB/s", "higher"),
+    )
+    row = metric_row(against_one, "tbench.throughput")
+    latency = metric_row(against_one, "tbench.latency_max")
+    rows = []
+    for index, c in enumerate(clients):
+        summary = row["base"] if index == 0 else row["others"][index - 1]
+        lat = latency["base"] if index == 0 else latency["others"][index - 1]
+        versus = ("baseline", "", "") if index == 0 else (
+            change_cell(summary), f"{summary['p_value']:.2g}", summary["verdict"])
+        rows.append([str(c), summary_cell(summary), number(max(throughput[c])), *versus, summary_cell(lat),
+                     run_shares(runs[index])])
+    best_one, best = max(throughput[1]), max(max(v) for v in throughput.values())
+    findings = [
+        f"- {clients[at_cpus]} clients (one per CPU) vs 1: {finding(row['others'][at_cpus - 1])}"
+        if at_cpus > 0 else "",
+        f"- {clients[-1]} clients vs {clients[at_cpus]}: "
+        f"{finding(metric_row(beyond, 'tbench.throughput')['others'][-1])}" if beyond else "",
+        f"- best single run: {number(best)} MB/s; best with one client {number(best_one)} MB/s "
+        f"(×{best / best_one:.2f})",
+    ]
+    body = "\n".join([
+        "The seed: Nick Piggin ran tbench from 1 to 16 clients, 5 times each, on an 8-core machine and "
+        "graphed throughput against clients; SLUB was about 20% slower than SLAB once every CPU was busy, "
+        "and Christoph Lameter bisected a drop from 2350 to 1260 MB/s at 8 clients to an skb alignment "
+        "commit. This page redraws that graph on this machine: clients 1 to 2×CPUs, each case repeated "
+        "and every run shown. (Nick plotted the best of 5; the table has both the mean and the best.)",
+        "",
+        cli.commands_section(),
+        "",
+        "## Results",
+        "",
+        "mean ±%stddev (n); %change against 1 client with its 95% CI (Welch, runs of different cases "
+        "one after the other); **\\*** significant at p < 0.01 and beyond 1%.",
+        "",
+        table(["clients", "throughput MB/s", "best", "vs 1 client", "p", "verdict", "max latency ms",
+               "CPU time"], rows),
+        "",
+        "![tbench throughput against clients](tbench-clients.png)",
+        "",
+        "## Findings (generated from the numbers)",
+        "",
+        *[f for f in findings if f],
+    ])
+    summary = f"{number(row['base']['mean'])} MB/s at 1 client, {number(best)} MB/s best"
+    return Outcome(body, summary, runs[0]["fingerprint"])
+
+
+def latency_study(cli: Perfline, out: Path, sizes: Sizes) -> Outcome:
+    job = cli.job("cpu-latency", f"""
+benchmark: cpu-latency
+params: {{duration_ms: {sizes.latency_ms}}}
+repeat: {sizes.latency_repeat}
+warmup: {sizes.warmup}
+monitors: [proc-stat]
+load: [{', '.join(map(str, sizes.latency_loads))}]
+""")
+    runs = cli("run", job)
+    comparison = cli("compare", *(str(r["id"]) for r in runs))["cases"][0]
+    cpus = runs[0]["settings"]["cpus"]
+    labels = [hogs(r["tunables"]["load"]["load"]) for r in runs]
+    per_cpu = {(r["id"], cpu): samples(r, f"cpu-latency.cpu{cpu}.max_gap") for r in runs for cpu in cpus}
+    grouped_bars(
+        out / "cpu-latency.png",
+        [f"CPU {cpu}" for cpu in cpus],
+        [Labelled(label, tuple(Estimate.stddev(per_cpu[r["id"], cpu]) for cpu in cpus))
+         for label, r in zip(labels, runs, strict=True)],
+        title=f"largest gap seen by a SCHED_FIFO spinner per CPU ({sizes.latency_ms} ms spins, "
+              f"{sizes.latency_repeat} repetitions)",
+        ylabel=value_label("µs", "lower"), error="stddev",
+        # Gaps span orders of magnitude when the host preempts a vCPU: a log axis shows them all.
+        log=max(max(v) for v in per_cpu.values()) > 10 * min(min(v) for v in per_cpu.values()),
+    )
+    rows = []
+    for label, r in zip(labels, runs, strict=True):
+        for cpu in cpus:
+            s = r["summary"][f"cpu-latency.cpu{cpu}.max_gap"]
+            rows.append([label, str(cpu), f"{number(s['mean'])} ± {number(s['stddev'])} ({s['n']})",
+                         number(s["min"]), number(s["median"]), number(s["max"]), run_shares(r)])
+    worst = metric_row(comparison, "cpu-latency.max_gap")
+    findings = [f"- worst CPU, {label} vs {labels[0]}: {finding(c)}"
+                for label, c in zip(labels[1:], worst["others"], strict=True)]
+    for label, r in zip(labels, runs, strict=True):
+        means = {cpu: r["summary"][f"cpu-latency.cpu{cpu}.max_gap"]["mean"] for cpu in cpus}
+        findings.append(f"- {label}: mean largest gap per CPU " + ", ".join(
+            f"CPU {cpu} {number(v)} µs" for cpu, v in means.items()))
+    body = "\n".join([
+        "The seed: Rusty Russell measured stop_machine latency per CPU on an 18-way Power4 box by pinning "
+        "a spinner to every CPU and recording the largest gap between its clock reads, and graphed "
+        "latency against CPU number for each kernel and condition. `cpu-latency` does the same with a "
+        "SCHED_FIFO spinner per CPU; here it runs with " + ", ".join(labels) + " (hogs are ordinary "
+        "SCHED_OTHER busy loops, which a SCHED_FIFO spinner preempts).",
+        "",
+        cli.commands_section(),
+        "",
+        "## Results",
+        "",
+        "Per CPU: the largest gap of each repetition, mean ± stddev (n) over the repetitions, and the "
+        "smallest, median and largest of them, in µs; the CPU time shares are the `proc-stat` "
+        "monitor's over the repetitions (steal: time the hypervisor ran something else).",
+        "",
+        table(["condition", "CPU", "max gap µs", "min", "median", "max", "CPU time"], rows),
+        "",
+        f"The worst CPU of each repetition (`cpu-latency.max_gap`), against {labels[0]} (Welch, one "
+        "condition after the other):",
+        "",
+        comparison_table(comparison, ["cpu-latency.max_gap"], labels),
+        "",
+        "![largest gap per CPU](cpu-latency.png)",
+        "",
+        "## Findings (generated from the numbers)",
+        "",
+        *findings,
+    ])
+    summary = ", ".join(f"{label}: worst CPU {number(r['summary']['cpu-latency.max_gap']['mean'])} µs"
+                        for label, r in zip(labels, runs, strict=True))
+    return Outcome(body, summary, runs[0]["fingerprint"])
+
+
+def migration_study(cli: Perfline, out: Path, sizes: Sizes) -> Outcome:
+    results: list[MigrationResult] = []
+    for size in sizes.migration_sizes:
+        doc = cli("migration-cost", "--size", size, "--repeat", str(sizes.migration_repeat))
+        results.append(MigrationResult(**{**doc, "pairs": tuple(PairCost(**p) for p in doc["pairs"])}))
+    sections, findings = [], []
+    for size, result in zip(sizes.migration_sizes, results, strict=True):
+        cpus = result.cpus
+        cost = {(p.src, p.dst): p for p in result.pairs}
+        figure = f"migration-cost-{size.lower()}.png"
+        heatmap(
+            out / figure,
+            [[cost[s, d].cost_us for d in cpus] for s in cpus],
+            [f"from CPU {s}" for s in cpus], [f"to CPU {d}" for d in cpus],
+            title=f"migration cost, working set {result.cache_size // 1024} KiB (µs, MAD in brackets)",
+            unit="µs",
+            cells=[[f"{cost[s, d].cost_us:.1f}\n({cost[s, d].cost_mad_ns / 1000:.1f})" for d in cpus] for s in cpus],
+        )
+        rows = [[f"{p.src} → {p.dst}", f"{p.hot_median_ns / 1000:.1f}", f"{p.median_ns / 1000:.1f}",
+                 f"{p.cost_us:.1f}", f"{p.cost_mad_ns / 1000:.1f}"] for p in result.pairs]
+        sections += [
+            f"### working set `--size {size}` ({result.cache_size // 1024} KiB)",
+            "",
+            code_block(format_matrix(result).splitlines()),
+            "",
+            table(["CPUs", "hot touch µs (median)", "first touch after migrating µs (median)", "cost µs",
+                   "cost MAD µs"], rows),
+            "",
+            f"![migration cost matrix, {size}]({figure})",
+            "",
+        ]
+        cross, same = result.cross_cpu(), [p for p in result.pairs if p.src == p.dst]
+        floor = max(abs(p.cost_us) + 3 * p.cost_mad_ns / 1000 for p in same)
+        findings.append(
+            f"- {result.cache_size // 1024} KiB: cross-CPU cost " + ", ".join(
+                f"{p.src}→{p.dst} {p.cost_us:.1f} µs (MAD {p.cost_mad_ns / 1000:.1f})" for p in cross)
+            + f"; same-CPU noise floor (|cost| + 3 MAD) {floor:.1f} µs; "
+            + ("every" if all(p.cost_us > floor for p in cross) else "not every")
+            + " cross-CPU cost is above it")
+    body = "\n".join([
+        "The seed: Ingo Molnar's 2005 scheduler patch measured, at boot, the cost of migrating a "
+        "cache-hot task between every pair of CPUs and printed a \"migration cost matrix\"; Linus asked "
+        "for that measurement to live in user space. `perfline migration-cost` does it in user space: "
+        "for each ordered CPU pair it dirties a working set on one CPU, migrates, and times the first "
+        "re-touch against the next one on the same CPU (median and MAD over the migrations). It prints "
+        "the seed's matrix; the heatmaps below are drawn from the same measurement (`--json`).",
+        "",
+        cli.commands_section(),
+        "",
+        "`--size auto` is the last-level cache as the guest's sysfs reports it.",
+        "",
+        "## Results",
+        "",
+        *sections,
+        "## Findings (generated from the numbers)",
+        "",
+        *findings,
+    ])
+    summary = "; ".join(f"{r.cache_size // 1024} KiB: max cross-CPU {max(p.cost_us for p in r.cross_cpu()):.1f} µs"
+                        for r in results if r.cross_cpu())
+    # `perfline migration-cost` stores no run, so no stored fingerprint: describe the host now.
+    return Outcome(body, summary or "one CPU: nothing to migrate", local.fingerprint().to_json())
+
+
+STUDIES = (
+    Study("rcu", "(a) Grace-period-bound work and rcutree.jiffies_till_first_fqs", rcu_study),
+    Study("tbench", "(b) tbench throughput against clients", tbench_study),
+    Study("latency", "(c) Per-CPU scheduling latency", latency_study),
+    Study("migration", "(d) The migration cost matrix", migration_study),
+)
+
+
+# --- pages -------------------------------------------------------------------------------
+
+
+def duration(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {seconds % 60:.0f} s"
+
+
+def interpretation(slug: str, quick: bool) -> str:
+    if quick:
+        return "_A `--quick` run: smoke-test sizes, too small to interpret._"
+    notes = NOTES / f"{slug}.md"
+    if not notes.exists():
+        return "_No interpretation written for this study yet; the findings above are the numbers._"
+    return notes.read_text().strip() + (
+        "\n\n_Written by hand after reading a full run's numbers. `make case-studies` regenerates "
+        "everything above this section; if the new numbers say otherwise, the numbers win._"
+    )
+
+
+def write_page(out: Path, study: Study, outcome: Outcome, loads: Sequence[str], seconds: float, stamp: str,
+               quick: bool) -> None:
+    text = "\n".join([
+        f"# {study.title}",
+        "",
+        f"_Generated by `make case-studies` (`bench/case_studies.py{' --quick' if quick else ''}`) on "
+        f"{stamp}; this study took {duration(seconds)}. [All case studies](README.md)._",
+        "",
+        outcome.body,
+        "",
+        "## What it shows",
+        "",
+        interpretation(study.slug, quick),
+        "",
+        machine_section(outcome.fingerprint, loads),
+        "",
+    ])
+    (out / f"{study.slug}.md").write_text(text)
+
+
+def write_index(out: Path, index: Mapping[str, Any]) -> None:
+    rows = [[f"[{s.title}]({s.slug}.md)", index["studies"][s.slug]["summary"],
+             duration(index["studies"][s.slug]["seconds"]), index["studies"][s.slug]["loads"][0]]
+            for s in STUDIES if s.slug in index["studies"]]
+    total = index.get("total")
+    text = "\n".join([
+        "# Case studies",
+        "",
+        "The seeds' experiments, rerun with perfline on a real machine: each page has the exact "
+        "commands, the tables and figures perfline produced, the machine's fingerprint and load, the "
+        "findings generated from the numbers, and a hand-written reading of them. `make case-studies` "
+        "regenerates all of them here (`.venv/bin/python bench/case_studies.py --only rcu` one of them; "
+        "`--quick` is a smoke test).",
+        "",
+        table(["study", "result", "took", "load average before"], rows),
+        "",
+        (f"Last full run: {total['stamp']}, {duration(total['seconds'])} in all; load average "
+         f"{total['loads'][0]} before and {total['loads'][1]} after (1, 5, 15 min). This 2-vCPU VM is "
+         "shared with other work, so \"no hog\" does not mean an idle machine: each page gives the CPU "
+         "idle share measured during its repetitions where it matters.")
+        if total else "",
+        "",
+        "Job files of the runs: [jobs/](jobs/). Hand-written interpretations: [notes/](notes/).",
+        "",
+    ])
+    (out / "README.md").write_text(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smoke-test sizes (about a minute)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where pages and figures go")
+    parser.add_argument("--only", default=",".join(s.slug for s in STUDIES),
+                        help="comma-separated studies: " + ", ".join(s.slug for s in STUDIES))
+    parser.add_argument("--db", type=Path, help="keep the perfline store here (default: a temporary file)")
+    args = parser.parse_args()
+    chosen = [s for s in STUDIES if s.slug in args.only.split(",")]
+    if not chosen:
+        parser.error(f"--only {args.only!r}: no such study")
+    if not PERFLINE.exists():
+        sys.exit(f"{PERFLINE} is missing: run `make install native` first")
+    out: Path = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    sizes = QUICK if args.quick else FULL
+    index_path = out / "studies.json"
+    index = json.loads(index_path.read_text()) if index_path.exists() else {"studies": {}}
+    started, first_load = time.monotonic(), loadavg()
+    with tempfile.TemporaryDirectory(prefix="perfline-case-studies-") as scratch:
+        db = args.db.resolve() if args.db else Path(scratch) / "case-studies.sqlite"
+        cli = Perfline(out, db)
+        for study in chosen:
+            print(f"== {study.title} (load average {loadavg()})", file=sys.stderr, flush=True)
+            loads, begun = [loadavg()], time.monotonic()
+            outcome = study.run(cli, out, sizes)
+            seconds = time.monotonic() - begun
+            loads.append(loadavg())
+            stamp = datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+            write_page(out, study, outcome, loads, seconds, stamp, args.quick)
+            index["studies"][study.slug] = {"summary": outcome.summary, "seconds": seconds, "loads": loads,
+                                            "stamp": stamp, "quick": args.quick}
+    if len(chosen) == len(STUDIES):
+        index["total"] = {"seconds": time.monotonic() - started, "loads": [first_load, loadavg()],
+                          "stamp": datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+                          "quick": args.quick}
+    index_path.write_text(json.dumps(index, indent=2) + "\n")
+    write_index(out, index)
+    print(f"wrote {out} in {duration(time.monotonic() - started)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
