@@ -30,13 +30,13 @@ import numpy as np
 
 from perfline.benchmarks import BENCHMARKS
 from perfline.metric import Direction, Measurement, Metric
-from perfline.stats import (
+from perfline.stats import summarize
+from perfline.stats.compare import (
     MIN_SAMPLES,
     compare,
     detectable_change_pct,
     mean_ci_halfwidth_pct,
     outlier_indexes,
-    summarize,
 )
 
 ALPHA = 0.01

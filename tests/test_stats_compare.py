@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 from perfline.metric import Direction, Metric
-from perfline.stats import (
+from perfline.stats.compare import (
+    METHOD_LOG_RATIO,
+    METHOD_RAW,
     MIN_SAMPLES,
     compare,
     detectable_change_pct,
     mean_ci_halfwidth_pct,
 )
-from perfline.stats.compare import METHOD_LOG_RATIO, METHOD_RAW
 
 LOWER = Metric("sched-pipe.usecs_per_op", "usecs/op", Direction.LOWER)
 HIGHER = Metric("tbench.throughput", "MB/s", Direction.HIGHER)

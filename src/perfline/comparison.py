@@ -6,15 +6,17 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfline.fingerprint import Difference, config_differences, differences, flatten
 from perfline.metric import Metric
 from perfline.profile import ProfileEntry
 from perfline.stats.profile_diff import SymbolShift, profile_diff
-from perfline.stats.compare import Comparison, compare
 from perfline.stats.summary import Summary, summarize
 from perfline.store import RunDetail, Store
+
+if TYPE_CHECKING:
+    from perfline.stats.compare import Comparison
 
 DEFAULT_ALPHA = 0.01
 DEFAULT_FLOOR_PCT = 1.0
@@ -97,6 +99,9 @@ def compare_sides(
 ) -> CaseComparison:
     """Every metric of the baseline side against every other side. `paired`: the i-th
     values of the sides were measured back to back (interleaved A/B)."""
+    # Imported here: scipy costs a second at start-up and only comparisons need it.
+    from perfline.stats.compare import compare
+
     base, others = sides[0], sides[1:]
     rows = []
     for name, (metric, source) in base.metrics().items():

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from perfline.comparison import CaseComparison, Side, compare_sides
 from perfline.fingerprint import Fingerprint
 from perfline.jobs.spec import Case
 from perfline.runner import RunContext, execute_interleaved
 from perfline.series import Series, judge
-from perfline.stats.changepoint import ChangePoint
 from perfline.store import Regression, RunDetail, Store
+
+if TYPE_CHECKING:
+    from perfline.stats.changepoint import ChangePoint
 
 NEW, CONFIRMED, FALSE_ALARM, BISECTED, FIXED = "new", "confirmed", "false-alarm", "bisected", "fixed"
 STATUSES = (NEW, CONFIRMED, FALSE_ALARM, BISECTED, FIXED)

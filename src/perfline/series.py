@@ -9,10 +9,14 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfline.metric import Direction, Metric
-from perfline.stats.changepoint import ChangePoint, detect
 from perfline.store import RunInfo, RunValues
+
+
+if TYPE_CHECKING:
+    from perfline.stats.changepoint import ChangePoint
 
 
 class SeriesError(ValueError):
@@ -48,6 +52,8 @@ class Series:
     order: str  # "commit" or "time"
 
     def change_points(self, false_alarm_rate: float = 0.001) -> list[ChangePoint]:
+        from perfline.stats.changepoint import detect  # scipy: loaded only when detecting
+
         return detect([list(p.values) for p in self.points], false_alarm_rate=false_alarm_rate)
 
 

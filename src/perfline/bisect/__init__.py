@@ -4,18 +4,31 @@
 bad commit and says which commit to measure next; `ABConfirmation` checks the culprit
 against its parent afterwards. Building commits and running benchmarks is the caller's.
 See docs/bisect.md.
+
+The names below are loaded on first use (PEP 562): the core needs scipy, which costs a
+second at start-up, and `perfline` imports this package for every command.
 """
 
-from perfline.bisect.bisection import Bisection, BisectResult, Kind, Observation, Status
-from perfline.bisect.confirm import ABConfirmation, Confirmation, Decision
+from __future__ import annotations
 
-__all__ = [
-    "ABConfirmation",
-    "BisectResult",
-    "Bisection",
-    "Confirmation",
-    "Decision",
-    "Kind",
-    "Observation",
-    "Status",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Bisection": "perfline.bisect.bisection",
+    "BisectResult": "perfline.bisect.bisection",
+    "Kind": "perfline.bisect.bisection",
+    "Observation": "perfline.bisect.bisection",
+    "Status": "perfline.bisect.bisection",
+    "ABConfirmation": "perfline.bisect.confirm",
+    "Confirmation": "perfline.bisect.confirm",
+    "Decision": "perfline.bisect.confirm",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'perfline.bisect' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import numpy as np
 import typer
@@ -18,8 +18,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from perfline.benchmarks import BENCHMARKS
-from perfline.bisect.bisection import Status
-from perfline.bisect.driver import BisectError, Measure, MeasureFailed, Outcome, drive, replay
 from perfline.bisect.worktree import Builder, Commit, RangeError, commit_range
 from perfline.cli.common import EXIT_FAILED, console, errors, fail, open_store, running
 from perfline.jobs import JobError, expand, load_job
@@ -28,6 +26,12 @@ from perfline.process import tail
 from perfline.runner import execute
 from perfline.store import COMPLETED, Store
 from perfline.store.bisections import BisectionNotFound, BisectionRecord, BisectionSpec
+
+if TYPE_CHECKING:
+    from perfline.bisect.driver import Measure, Outcome
+
+# The bisection core needs scipy; it is imported inside the commands that use it, so
+# that every other perfline command starts without loading it.
 
 bisect_app = typer.Typer(help="Noise-aware bisection of a performance change to its commit.",
                          no_args_is_help=True)
@@ -84,6 +88,8 @@ def resume(
 @bisect_app.command("status")
 def status(bisection_id: Annotated[Optional[int], typer.Argument(help="Bisection id (default: newest).")] = None) -> None:
     """Runs so far, the most probable commits, and the next probe."""
+    from perfline.bisect.driver import replay
+
     store = open_store()
     record = _record(store, bisection_id)
     bisection, _ = replay(store, record)
@@ -132,6 +138,9 @@ def log(bisection_id: Annotated[Optional[int], typer.Argument(help="Bisection id
 
 
 def _run(store: Store, bisection_id: int, commits: list[Commit], as_json: bool) -> None:
+    from perfline.bisect.bisection import Status
+    from perfline.bisect.driver import BisectError, drive
+
     record = store.bisection(bisection_id)
     spec = record.spec
     builder = Builder(Path(spec.repo), spec.build)
@@ -164,6 +173,8 @@ def _progress(max_runs: int) -> Iterator[object]:
 
 @contextmanager
 def _measure(store: Store, record: BisectionRecord, builder: Builder) -> Iterator[Measure]:
+    from perfline.bisect.driver import MeasureFailed
+
     spec = record.spec
     if spec.command is not None:
         command = spec.command
@@ -195,6 +206,8 @@ def _measure(store: Store, record: BisectionRecord, builder: Builder) -> Iterato
 
 
 def _run_command(command: str, tree: Path) -> float:
+    from perfline.bisect.driver import MeasureFailed
+
     try:
         proc = subprocess.run(["/bin/sh", "-c", command], cwd=tree, capture_output=True, text=True,
                               timeout=COMMAND_TIMEOUT_S)
@@ -248,6 +261,8 @@ def _commits(record: BisectionRecord) -> list[Commit]:
 
 
 def _print_outcome(outcome: Outcome, commits: list[Commit]) -> None:
+    from perfline.bisect.bisection import Status
+
     document = outcome.to_json()
     if outcome.result.status is Status.NO_CHANGE:
         console.print(f"[yellow]no change to bisect:[/yellow] after {document['runs']} runs the good and bad "

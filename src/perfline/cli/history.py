@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.table import Table
@@ -17,9 +17,11 @@ from perfline.cli.common import EXIT_FAILED, console, fail, open_store, running
 from perfline.report.compare import comparison_view
 from perfline.report.history import KIND_STYLE, history_table, write_png
 from perfline.series import Series, SeriesError, build_series, read_csv_column
-from perfline.stats.changepoint import ChangePoint, detect as detect_points
 from perfline.store import Regression, RunNotFound, Store
 from perfline.targets import local
+
+if TYPE_CHECKING:
+    from perfline.stats.changepoint import ChangePoint
 
 RepoOption = Annotated[
     Optional[Path],
@@ -110,6 +112,8 @@ def _detect_csv(path: Path, column: str | None, rate: float, as_json: bool) -> N
         name, values = read_csv_column(path, column)
     except SeriesError as exc:
         raise fail(str(exc)) from None
+    from perfline.stats.changepoint import detect as detect_points  # scipy, only here
+
     changes = detect_points(values, false_alarm_rate=rate)
     document = {
         "change_points": [

@@ -4,6 +4,7 @@ LKP's `%stddev %change %stddev`, with a confidence interval on every change."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -12,8 +13,10 @@ from rich.text import Text
 from perfline.comparison import CaseComparison, MetricRow
 from perfline.fingerprint import Difference
 from perfline.report.runs import ARROWS, number
-from perfline.stats.compare import Comparison
 from perfline.stats.profile_diff import SymbolShift
+
+if TYPE_CHECKING:
+    from perfline.stats.compare import Comparison
 from perfline.stats.summary import Summary
 
 VERDICT_STYLE = {"regression": "bold red", "improvement": "bold green", "changed": "yellow"}

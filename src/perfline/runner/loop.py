@@ -20,7 +20,6 @@ from perfline.jobs.spec import AUTO_MIN_REPEAT, Case
 from perfline.metric import Measurement
 from perfline.monitors import MONITORS, Monitor, MonitorUnavailable, ProfilingMonitor
 from perfline.process import tail
-from perfline.stats.compare import mean_ci_halfwidth_pct
 from perfline.runner.load import cpu_hogs
 from perfline.store import COMPLETED, FAILED, INTERRUPTED, Store
 from perfline.targets.guest import GuestBenchmark
@@ -183,7 +182,7 @@ class CaseRun:
             return False
         if case.precision_pct is None or self.done < AUTO_MIN_REPEAT:
             return True
-        return mean_ci_halfwidth_pct(self.values) > case.precision_pct
+        return _ci_halfwidth_pct(self.values) > case.precision_pct
 
     def save_settings(self) -> None:
         self.ctx.store.set_settings(self.run_id, self.settings)
@@ -192,7 +191,7 @@ class CaseRun:
         """After an adaptive run: store how precise it got, and say so if it fell short."""
         if self.case.precision_pct is None:
             return
-        halfwidth = mean_ci_halfwidth_pct(self.values)
+        halfwidth = _ci_halfwidth_pct(self.values)
         reached = halfwidth <= self.case.precision_pct
         self.settings.update(
             repeat="auto",
@@ -281,6 +280,13 @@ class CaseRun:
                 continue
             monitors.append(monitor)
         return monitors
+
+
+def _ci_halfwidth_pct(values: list[float]) -> float:
+    # Imported here: scipy costs a second at start-up and only --repeat auto needs it.
+    from perfline.stats.compare import mean_ci_halfwidth_pct
+
+    return mean_ci_halfwidth_pct(values)
 
 
 def execute(case: Case, ctx: RunContext) -> RunOutcome:
