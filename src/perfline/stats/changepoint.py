@@ -9,8 +9,8 @@ The method is written up in docs/statistics-changepoint.md; in short:
   every split), divided by the long-run variance factor of AR(1) noise.
 - The p-value is that of the *maximum* over all splits under the null of no change:
   Siegmund's tail approximation for the maximum of a standardized bridge (with his
-  discreteness correction) on long segments, a seeded block-permutation test on short
-  ones. A split is made when it is below the false-alarm rate.
+  discreteness correction) on long segments, a seeded permutation test on short ones.
+  A split is made when it is below the false-alarm rate.
 - Binary segmentation, then each change point is re-tested between its neighbours,
   re-placed, and dropped unless still significant. This runs twice: first assuming
   independent noise, then with the autocorrelation of the residuals around the first
@@ -273,10 +273,6 @@ class _Tester:
         # Long-run variance of AR(1) noise over its variance: sums of n correlated
         # points vary (1 + rho) / (1 - rho) times as much as sums of independent ones.
         self.factor = (1.0 + rho) / (1.0 - rho)
-        self.block = _block_length(rho)
-        # The part of the long-run variance that blocks of that length keep.
-        lags = np.arange(1, self.block)
-        self.block_factor = 1.0 + 2.0 * float(np.sum((1.0 - lags / self.block) * rho**lags))
         self.rng = rng
         # Refinement re-tests the same intervals round after round.
         self._done: dict[tuple[int, int], _Test] = {}
@@ -293,42 +289,27 @@ class _Tester:
         z = scan.z / math.sqrt(self.factor)
         log_p = _log_tail(z, scan.reach / math.sqrt(self.factor))
         if len(scan.centred) <= _PERMUTATION_MAX_POINTS and log_p >= self.log_alpha:
-            # Blocks keep part of the correlation in the permuted rows; the observed
-            # statistic is corrected only for the part they lose.
-            log_p = self._log_permutation_p(scan.centred, z * math.sqrt(self.block_factor))
+            log_p = self._log_permutation_p(scan.centred, z)
         return _Test(split=a + scan.best, log_p=log_p, significant=log_p < self.log_alpha)
 
     def _log_permutation_p(self, centred: NDArray[np.float64], z: float) -> float:
-        """Monte Carlo p-value of the uncorrected maximum |z| over block permutations.
+        """Monte Carlo p-value of the maximum |z| over random orders of the scores.
 
-        Whole blocks of `block` consecutive points are shuffled (Kirch 2007), so the
-        short-range correlation inside them stays in the reference distribution and
-        the observed statistic is compared without the long-run factor. That keeps the
-        exactness of a permutation test where the Gaussian rescaling would be crude:
-        rank statistics of short segments are bounded. Draws stop once the p-value is
-        clearly above the level or resolved below it (Besag & Clifford).
+        Permuted rows are independent by construction, so their statistics need no
+        long-run variance correction; the observed one has had it. Draws stop once the
+        p-value is clearly above the level or resolved below it (Besag & Clifford).
         """
         m = len(centred)
-        block = self.block
-        position = np.arange(m)
         alpha = math.exp(self.log_alpha)
         needed = min(_PERMUTATION_MAX_DRAWS, math.ceil(_PERMUTATION_STOP_EXCEEDANCES / alpha))
         drawn = exceeded = 0
         batch = 64
         while drawn < needed and exceeded < _PERMUTATION_STOP_EXCEEDANCES:
-            # A random rank per block, then points sorted by (block rank, place in block).
-            block_rank = self.rng.random((batch, -(-m // block))).argsort(axis=1).argsort(axis=1)
-            key = block_rank[:, position // block] * block + position % block
-            rows = centred[np.argsort(key, axis=1)]
+            rows = self.rng.permuted(np.broadcast_to(centred, (batch, m)), axis=1)
             exceeded += int(np.sum(_scan(rows).max(axis=1) >= z * (1.0 - 1e-12)))
             drawn += batch
             batch = min(4 * batch, needed - drawn, max(1, _PERMUTATION_BATCH_CELLS // m))
         return math.log((exceeded + 1) / (drawn + 1))
-
-
-def _block_length(rho: float) -> int:
-    """Points per block: about the number of correlated neighbours a point counts for."""
-    return max(1, round((1.0 + rho) / (1.0 - rho)))
 
 
 def _scan(centred: NDArray[np.float64]) -> NDArray[np.float64]:
