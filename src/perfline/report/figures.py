@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import stats
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -54,6 +53,8 @@ class Estimate:
         mean = float(data.mean())
         half = 0.0
         if len(data) > 1:
+            from scipy import stats  # only figures with intervals pay scipy's import
+
             sem = float(data.std(ddof=1)) / math.sqrt(len(data))
             half = float(stats.t.ppf((1 + confidence) / 2, len(data) - 1)) * sem
         return cls(mean, mean - half, mean + half, tuple(float(v) for v in data))

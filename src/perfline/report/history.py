@@ -4,6 +4,7 @@ marked with their % change — the "simple daily number, preferably a nice graph
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
@@ -22,8 +23,10 @@ from perfline.report.figures import (
 )
 from perfline.report.runs import ARROWS, number
 from perfline.series import Series, judge
-from perfline.stats.changepoint import ChangePoint
 from perfline.stats.summary import summarize
+
+if TYPE_CHECKING:
+    from perfline.stats.changepoint import ChangePoint
 
 BARS = "▁▂▃▄▅▆▇█"
 KIND_STYLE = {"regression": "bold red", "improvement": "bold green", "change": "yellow"}

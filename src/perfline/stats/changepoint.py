@@ -1,6 +1,6 @@
 """Change points in a performance series: where its level shifts, by how much, how surely.
 
-The method is written up in docs/statistics-changepoint.md; in short:
+The method is written up in docs/statistics.md ("Change-point detection"); in short:
 
 - Each point is scored by the mean mid-rank of its repetitions among all samples of the
   segment under test, so outliers and heavy tails weigh no more than any other sample
