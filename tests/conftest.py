@@ -1,4 +1,5 @@
-"""Shared fixtures: a real, private PostgreSQL server for the tests marked `postgres`."""
+"""Shared fixtures: a real, private PostgreSQL server for the tests marked `postgres`;
+the Debian cloud kernels of the tests marked `vm`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from perfline.pgserver import PrivateServer
 from perfline.process import ToolMissing
+from perfline.targets.kernels import CACHE_ENV, Kernel
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -38,3 +40,17 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Privat
 def postgres_url(postgres_server: PrivateServer) -> str:
     """SQLAlchemy URL of a database created for this session."""
     return postgres_server.create_database("perfline_test")
+
+
+@pytest.fixture(scope="session")
+def debian_kernels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Kernel]:
+    """Debian 12's 6.1 and 6.12 cloud kernels by name, registered the way the qemu target
+    tests register them (apt downloads each once into their fixed cache, kept between
+    runs). Their images are real kernels for tests that need two that differ."""
+    # The download helper lives with the qemu target tests; shared from there, not copied.
+    from test_qemu_target import KERNEL_61, KERNEL_612, TEST_CACHE, registered
+
+    scratch = tmp_path_factory.mktemp("debian-kernels")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CACHE_ENV, str(TEST_CACHE))
+        return {name: registered(name, package, scratch) for name, package in (KERNEL_61, KERNEL_612)}

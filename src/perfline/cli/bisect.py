@@ -14,15 +14,19 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import numpy as np
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from perfline.benchmarks import BENCHMARKS
+from perfline.bisect import kernel
 from perfline.bisect.worktree import Builder, Commit, RangeError, commit_range
 from perfline.cli.common import EXIT_FAILED, console, errors, fail, open_store, running
 from perfline.jobs import JobError, expand, load_job
+from perfline.jobs.spec import Case
 from perfline.metric import Direction
-from perfline.process import tail
+from perfline.process import ToolMissing, tail
+from perfline.targets.kernels import KernelError
 from perfline.runner import execute
 from perfline.store import COMPLETED, Store
 from perfline.store.bisections import BisectionNotFound, BisectionRecord, BisectionSpec
@@ -40,10 +44,15 @@ COMMAND_TIMEOUT_S = 3600.0
 
 @bisect_app.command("start")
 def start(
-    repo: Annotated[Path, typer.Option(help="The git repository (it is never modified).")],
     good: Annotated[str, typer.Option(help="A commit with the old performance.")],
     bad: Annotated[str, typer.Option(help="A later commit with the new performance.")],
-    build: Annotated[str, typer.Option(help="Shell command that builds a commit, e.g. 'make -j2'.")],
+    repo: Annotated[Optional[Path], typer.Option(help="The git repository (it is never modified).")] = None,
+    build: Annotated[Optional[str], typer.Option(help="Shell command that builds a commit, e.g. 'make -j2'.")] = None,
+    kernel_tree: Annotated[Optional[Path], typer.Option(
+        help="A Linux git tree instead of --repo/--build: each probe's bzImage is built with --config "
+             "and boots the --job in a VM.")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="With --kernel-tree: the .config to build with "
+                                                   "(make olddefconfig fills in new options).")] = None,
     command: Annotated[Optional[str], typer.Option(help="Benchmark command run in the built tree; "
                                                    "the last line of its stdout is the value.")] = None,
     direction: Annotated[Optional[str], typer.Option(help="lower or higher: which way is better.")] = None,
@@ -53,18 +62,39 @@ def start(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Start a bisection between a good and a bad commit, and run it to the end."""
+    if kernel_tree is not None:
+        if repo is not None or build is not None:
+            raise fail("--kernel-tree builds with make olddefconfig and make bzImage: it excludes --repo and --build")
+        if command is not None or job is None:
+            raise fail("--kernel-tree boots each build with a job: give --job JOB --metric M, not --command")
+        if config is None:
+            raise fail("--kernel-tree needs --config FILE, the .config every commit is built with")
+    else:
+        if config is not None:
+            raise fail("--config applies only to --kernel-tree")
+        if repo is None or build is None:
+            raise fail("give --repo DIR and --build CMD, or --kernel-tree DIR and --config FILE")
     if (command is None) == (job is None):
         raise fail("give either --command (with --direction) or --job (with --metric)")
     if job is not None and metric is None:
         raise fail("--job needs --metric, e.g. --metric sched-pipe.usecs_per_op")
+    if job is not None:
+        _job_case(job, booted=kernel_tree is not None)
     chosen = _direction(direction, job, metric)
+    tree = kernel_tree if kernel_tree is not None else repo
+    assert tree is not None
     try:
-        commits = commit_range(repo, good, bad)
-    except RangeError as exc:
+        commits = commit_range(tree, good, bad)
+        if kernel_tree is not None:
+            kernel.check_tree(kernel_tree, commits[0].sha)
+            assert config is not None
+            build = kernel.build_command(kernel.keep_config(config))
+    except (RangeError, kernel.KernelBisectError) as exc:
         raise fail(str(exc)) from None
+    assert build is not None
     store = open_store()
     bisection_id = store.create_bisection(BisectionSpec(
-        repo=str(repo.resolve()), good=good, bad=bad, commits=[c.sha for c in commits], build=build,
+        repo=str(tree.resolve()), good=good, bad=bad, commits=[c.sha for c in commits], build=build,
         command=command, job=str(job.resolve()) if job else None, metric=metric or "command.value",
         direction=chosen.value, max_runs=max_runs,
     ))
@@ -128,13 +158,28 @@ def log(bisection_id: Annotated[Optional[int], typer.Argument(help="Bisection id
         table.add_row(str(number), commit.sha[:12], commit.subject, sample.phase, f"{sample.value:.6g}",
                       str(sample.run_id or ""))
     console.print(table)
+    builder = _builder(record)
+    full_logs = isinstance(builder, kernel.KernelBuilder)
     builds = Table(title="builds", title_justify="left")
-    for column in ("commit", "result", "seconds", "log (tail)"):
+    for column in ("commit", "result", "seconds", "log (tail)", *(("full log",) if full_logs else ())):
         builds.add_column(column, overflow="fold")
     for build in store.bisect_builds(record.id):
-        builds.add_row(commits[build.commit_index].sha[:12], "ok" if build.ok else "failed: untestable",
-                       f"{build.seconds:.1f}", "" if build.ok else build.log_tail[-300:])
+        sha = commits[build.commit_index].sha
+        row = [sha[:12], "ok" if build.ok else "failed: untestable", f"{build.seconds:.1f}",
+               "" if build.ok else build.log_tail[-300:]]
+        if isinstance(builder, kernel.KernelBuilder):
+            full = builder.log_path(sha)
+            row.append(str(full) if full.is_file() else "")
+        builds.add_row(*row)
     console.print(builds)
+
+
+def _builder(record: BisectionRecord) -> Builder:
+    spec = record.spec
+    if kernel.config_of(spec.build) is None:
+        return Builder(Path(spec.repo), spec.build)
+    return kernel.KernelBuilder(Path(spec.repo), spec.build,
+                                announce=lambda message: errors.print(escape(message), highlight=False))
 
 
 def _run(store: Store, bisection_id: int, commits: list[Commit], as_json: bool) -> None:
@@ -143,7 +188,11 @@ def _run(store: Store, bisection_id: int, commits: list[Commit], as_json: bool) 
 
     record = store.bisection(bisection_id)
     spec = record.spec
-    builder = Builder(Path(spec.repo), spec.build)
+    try:
+        kernel.check_resumable(spec.build)
+    except kernel.KernelBisectError as exc:
+        raise fail(str(exc)) from None
+    builder = _builder(record)
     with _progress(spec.max_runs) as update, _measure(store, record, builder) as measure:
         try:
             outcome = drive(store, record.id, builder, commits, measure, update)
@@ -185,16 +234,28 @@ def _measure(store: Store, record: BisectionRecord, builder: Builder) -> Iterato
         yield measure_command
         return
     assert spec.job is not None
-    try:
-        [case] = [replace(c, repeat=1, warmup=0, precision_pct=None) for c in expand(load_job(spec.job))]
-    except (JobError, ValueError) as exc:
-        raise fail(f"{spec.job}: a bisection job must have exactly one case ({exc})") from None
+    booted = kernel.config_of(spec.build) is not None
+    case = _job_case(Path(spec.job), booted)
+
+    def case_at(commit: Commit) -> Case:
+        """The case as it runs at this commit: with its own kernel, for a kernel tree."""
+        if not booted:
+            return case
+        try:
+            built = kernel.register(builder.tree(commit.sha), record.id, commit.sha)
+        except (kernel.KernelBisectError, KernelError) as exc:
+            raise MeasureFailed(str(exc)) from exc
+        return kernel.with_kernel(case, built.name)
+
     with running(store, [case], f"bisect-{record.id}", None) as ctx:
 
         def measure_job(commit: Commit, index: int) -> tuple[float, int | None]:
             # The job's benchmark finds the built tree here, e.g. `cmd: $PERFLINE_TREE/bench`.
             os.environ["PERFLINE_TREE"] = str(builder.tree(commit.sha))
-            outcome = execute(case, replace(ctx, kernel_commit=commit.sha))
+            here = case_at(commit)
+            # The progress display knows the job's case; a probe's differs only in its kernel.
+            observer = ctx.observer if here == case else _SameCase(ctx.observer, case)
+            outcome = execute(here, replace(ctx, kernel_commit=commit.sha, observer=observer))
             if outcome.status != COMPLETED:
                 raise MeasureFailed(outcome.error or outcome.status)
             values = [s.value for s in store.get_run(outcome.run_id).samples if s.metric.name == spec.metric]
@@ -203,6 +264,45 @@ def _measure(store: Store, record: BisectionRecord, builder: Builder) -> Iterato
             return float(np.mean(values)), outcome.run_id
 
         yield measure_job
+
+
+class _SameCase:
+    """An observer that reports every run as the job's own case."""
+
+    def __init__(self, inner: Observer, case: Case) -> None:
+        self.inner, self.case = inner, case
+
+    def run_started(self, run_id: int, case: Case) -> None:
+        self.inner.run_started(run_id, self.case)
+
+    def warning(self, message: str) -> None:
+        self.inner.warning(message)
+
+    def step_done(self, run_id: int, repetition: int | None, values: list[Measurement]) -> None:
+        self.inner.step_done(run_id, repetition, values)
+
+    def run_finished(self, outcome: RunOutcome) -> None:
+        self.inner.run_finished(replace(outcome, case=self.case))
+
+
+def _job_case(job: Path, booted: bool) -> Case:
+    """The job's one case, measured once per probe; `booted`: as a VM of each build."""
+    try:
+        [case] = [replace(c, repeat=1, warmup=0, precision_pct=None) for c in expand(load_job(job))]
+    except JobError as exc:
+        hint = ""
+        if booted and "target qemu needs a kernel" in exc.message:
+            hint = ("; with --kernel-tree any registered kernel will do, each probe boots its own "
+                    "build (or make the job local: it then boots with the VM defaults)")
+        raise fail(f"{exc}{hint}") from None
+    except ValueError as exc:
+        raise fail(f"{job}: a bisection job must have exactly one case ({exc})") from None
+    if not booted:
+        return case
+    try:
+        return kernel.vm_case(case, str(job))
+    except (JobError, kernel.KernelBisectError, ToolMissing) as exc:
+        raise fail(str(exc)) from None
 
 
 def _run_command(command: str, tree: Path) -> float:

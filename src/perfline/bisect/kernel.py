@@ -1,0 +1,173 @@
+"""Kernel bisection: build each probe commit's bzImage, boot it with the job.
+
+`perfline bisect start --kernel-tree DIR --config FILE --job JOB` is a bisection whose
+build command this module writes and whose measurement boots the build in a VM:
+
+- **Build** (in the commit's own worktree, once, by `worktree.Builder`): copy the
+  config, `make olddefconfig`, `make -j$(nproc) bzImage`, with `CC="ccache gcc"` when
+  ccache is installed. The whole make output goes to `perfline-build.log` in the
+  worktree; the Builder stores its tail.
+- **Measure**: the worktree's `arch/x86/boot/bzImage` is registered as kernel
+  `bisect-<id>-<sha12>` (again the same image: a no-op), and the job's one case runs
+  with target qemu and that kernel.
+
+The bisection's record has no field for "kernel": the build command is what says it.
+It starts with a `# perfline kernel build: config PATH` line, and `config_of` reads it
+back on resume. The config is copied into perfline's cache under its content hash at
+start, so editing the file afterwards cannot change a bisection under way, and a
+different config is a different build command, so the Builder builds again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import subprocess
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from perfline.benchmarks import BENCHMARKS
+from perfline.bisect.worktree import Build, Builder, cache_dir
+from perfline.jobs.spec import Case, JobError, VmSpec
+from perfline.jobs.vm import check_guest_job
+from perfline.process import require_tool
+from perfline.targets.kernels import Kernel, add_image
+from perfline.targets.qemu import QEMU, QEMU_PACKAGE
+
+HEADER = "# perfline kernel build: config "
+LOG_NAME = "perfline-build.log"
+IMAGE = Path("arch/x86/boot/bzImage")
+# Files a tree must have at the good commit to be taken for a kernel tree.
+TREE_FILES = ("Makefile", "Kconfig", "arch/x86/Kconfig")
+# The placeholder kernel of a local job's VM; every probe replaces it with its build.
+UNSET = "unset"
+
+# The build, run by `sh -c` in the commit's worktree. ccache keys include the working
+# directory when compiling with -g (the default of a distribution config); every commit
+# has its own worktree, so without CCACHE_NOHASHDIR no object would ever be reused.
+SCRIPT = """\
+{header}{config}
+cp {config} .config || exit 1
+if command -v ccache >/dev/null 2>&1; then
+    set -- CC="ccache gcc"
+    export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
+fi
+{{
+    echo "perfline: make olddefconfig $*"
+    make olddefconfig "$@" &&
+    echo "perfline: make -j$(nproc) bzImage $*" &&
+    make -j"$(nproc)" bzImage "$@"
+}} >{log} 2>&1
+status=$?
+echo "perfline: exit status $status; full log: $PWD/{log}" >>{log}
+tail -n 60 {log}
+exit $status
+"""
+
+
+class KernelBisectError(ValueError):
+    """The kernel bisection cannot start or continue; the message says why."""
+
+
+def check_tree(tree: Path, good_sha: str) -> None:
+    """A git tree that has a kernel's top-level files at the good commit."""
+    for name in TREE_FILES:
+        found = subprocess.run(["git", "-C", str(tree), "cat-file", "-e", f"{good_sha}:{name}"],
+                               capture_output=True)
+        if found.returncode != 0:
+            raise KernelBisectError(f"--kernel-tree {tree}: not a Linux kernel tree "
+                                    f"(no {name} at {good_sha[:12]})")
+
+
+def keep_config(config: Path) -> Path:
+    """A copy of the config under perfline's cache, named by its content."""
+    if not config.is_file():
+        raise KernelBisectError(f"--config {config}: no such file")
+    data = config.read_bytes()
+    kept = cache_dir() / "configs" / f"{hashlib.sha256(data).hexdigest()[:16]}.config"
+    if not kept.is_file():
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        partial = kept.with_suffix(".partial")
+        partial.write_bytes(data)
+        partial.rename(kept)
+    return kept
+
+
+def build_command(config: Path) -> str:
+    return SCRIPT.format(header=HEADER, config=shlex.quote(str(config)), log=LOG_NAME)
+
+
+def config_of(build: str) -> Path | None:
+    """The config a kernel build command copies; None for any other build command."""
+    first = build.partition("\n")[0]
+    if not first.startswith(HEADER):
+        return None
+    [path] = shlex.split(first[len(HEADER):])
+    return Path(path)
+
+
+def check_resumable(build: str) -> None:
+    config = config_of(build)
+    if config is not None and not config.is_file():
+        raise KernelBisectError(f"the bisection's copy of its config, {config}, is gone (was perfline's "
+                                "cache cleared?); start the bisection again")
+
+
+def vm_case(case: Case, job: str) -> Case:
+    """The job's one case as it will boot: target qemu, the kernel left to each probe.
+
+    A qemu job keeps its cmdline, vm_cpus, vm_memory and accel; a local job gets the
+    VM defaults, once its benchmark and tunables are known to work in a guest.
+    """
+    require_tool(QEMU, QEMU_PACKAGE)
+    if case.target == "qemu" and case.vm is not None:
+        return case
+    if case.target != "local":
+        raise KernelBisectError(f"--job {job}: target {case.target!r} cannot boot a kernel; use local or qemu")
+
+    def fail_for(key: str) -> Callable[[str], JobError]:
+        return lambda message: JobError(job, None, message)
+
+    check_guest_job(BENCHMARKS.get(case.benchmark), case.tunables, fail_for)
+    return replace(case, target="qemu", vm=VmSpec(UNSET))
+
+
+def with_kernel(case: Case, name: str) -> Case:
+    assert case.vm is not None, "vm_case() first"
+    return replace(case, vm=replace(case.vm, kernel=name))
+
+
+def kernel_name(bisection_id: int, sha: str) -> str:
+    return f"bisect-{bisection_id}-{sha[:12]}"
+
+
+def register(tree: Path, bisection_id: int, sha: str) -> Kernel:
+    """The commit's build as a registered kernel.
+
+    The same image again is a no-op; a rebuilt one (its worktree was deleted and built
+    anew, so the build stamp differs) replaces it under the same name.
+    """
+    image = tree / IMAGE
+    if not image.is_file():
+        raise KernelBisectError(f"{tree}: the build left no {IMAGE}")
+    config = tree / ".config"
+    return add_image(image, kernel_name(bisection_id, sha), config=config if config.is_file() else None,
+                     source=f"git:{sha} built in {tree}", replace=True)
+
+
+class KernelBuilder(Builder):
+    """A Builder that says when a (long) kernel build starts and where its log goes."""
+
+    def __init__(self, repo: Path, build: str, announce: Callable[[str], None] = lambda _: None) -> None:
+        super().__init__(repo, build)
+        self.announce = announce
+
+    def log_path(self, sha: str) -> Path:
+        return self.root / sha / LOG_NAME
+
+    def build(self, sha: str) -> Build:
+        if not (self.tree(sha) / self.marker).exists():
+            self.announce(f"building {sha[:12]}: make olddefconfig && make -j bzImage, "
+                          f"log in {self.log_path(sha)}")
+        return super().build(sha)

@@ -1,0 +1,266 @@
+"""Kernel bisection: `perfline bisect start --kernel-tree`.
+
+Building a real kernel per probe takes far too long for a test (docs/bisect.md has the
+figures), so the tree here is a tiny git repository whose `make olddefconfig` and
+`make bzImage` stand in for a kernel's: `bzImage` copies the image its commit names
+into arch/x86/boot/bzImage. Everything around that is real: the build script perfline
+writes runs in each commit's own worktree, the image is registered and booted in QEMU,
+and the job measures the guest.
+
+In the end-to-end test the images are Debian 12's real 6.1 and 6.12 cloud kernels, and
+the metric is the guest's MemAvailable right after boot (the memory the kernel leaves
+to user space, the figure LKP's meminfo tracks for memory-footprint regressions): with
+1 GiB it is about 5.5 MB lower under 6.12, and it varies by a few kB from boot to boot.
+So the test checks that the bisection finds the commit that switches to 6.12 from a
+measured difference, not only the mechanics.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from perfline.bisect import kernel
+from perfline.store import Store
+from perfline.targets import kernels
+
+CULPRIT = 5  # commits 0..4 build 6.1, commits 5.. build 6.12
+COMMITS = 8
+MAKEFILE = """\
+# Stands in for a kernel tree's top-level Makefile: same targets, same outputs.
+olddefconfig:
+\ttest -f .config
+\techo '# olddefconfig ran with CC=$(CC)' >> .config
+
+bzImage:
+\ttest -f .config
+\tmkdir -p arch/x86/boot
+\tcp "$$(cat IMAGE)" arch/x86/boot/bzImage
+\t@echo 'Kernel: arch/x86/boot/bzImage is ready  (CC=$(CC))'
+
+.PHONY: olddefconfig bzImage
+"""
+MEM_AVAILABLE_JOB = """\
+benchmark: command
+params:
+  cmd: "awk '/MemAvailable/ {print $2}' /proc/meminfo"
+  metric: mem_available_kb
+  unit: kB
+  direction: higher
+target: qemu
+kernel: placeholder    # any registered kernel: each probe boots its own build
+vm_cpus: 1
+accel: tcg
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=Dev", "-c", "user.email=dev@example.org",
+                           *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def kernel_tree(path: Path, images: list[Path], kconfig: bool = True) -> list[str]:
+    """A git repository with one commit per image; commit i's `make bzImage` gives images[i]."""
+    path.mkdir()
+    git(path, "init", "-q")
+    (path / "Makefile").write_text(MAKEFILE)
+    if kconfig:
+        (path / "Kconfig").write_text('mainmenu "stand-in"\n')
+    (path / "arch" / "x86").mkdir(parents=True)
+    (path / "arch" / "x86" / "Kconfig").write_text("config X86\n\tdef_bool y\n")
+    (path / ".gitignore").write_text("/.config\n/arch/x86/boot/\n")
+    shas = []
+    for index, image in enumerate(images):
+        (path / "IMAGE").write_text(f"{image}\n")
+        (path / "NOTES").write_text(f"change {index}\n")
+        git(path, "add", ".")
+        git(path, "commit", "-q", "-m", f"change {index}")
+        shas.append(git(path, "rev-parse", "HEAD"))
+    return shas
+
+
+def fake_bzimage(path: Path, release: str) -> Path:
+    """The bytes of an x86 setup header that names `release`; enough to register, not to boot."""
+    image = bytearray(0x1000)
+    image[0x202:0x206] = b"HdrS"
+    image[0x20E:0x210] = (0x600).to_bytes(2, "little")
+    text = f"{release} (dev@host) #1 SMP\0".encode()
+    image[0x800 : 0x800 + len(text)] = text
+    path.write_bytes(bytes(image))
+    return path
+
+
+def perfline(db: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "perfline", "--db", str(db), *args],
+                          capture_output=True, text=True, timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"perfline {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """perfline's cache (worktrees, kept configs, kernel registry) for this test only."""
+    monkeypatch.setenv(kernels.CACHE_ENV, str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+# -- without a VM ---------------------------------------------------------------------
+
+
+def test_each_commit_is_built_once_with_its_config_and_full_log(tmp_path: Path, cache: Path) -> None:
+    images = [fake_bzimage(tmp_path / "image-a", "6.9.0-a"), fake_bzimage(tmp_path / "image-b", "6.9.0-b")]
+    shas = kernel_tree(tmp_path / "linux", [images[0], tmp_path / "missing", images[1]])
+    config = tmp_path / "my.config"
+    config.write_text("CONFIG_X=y\n")
+    build = kernel.build_command(kernel.keep_config(config))
+    config.write_text("CONFIG_X=n\n")  # edited after the start: the bisection keeps its copy
+    assert kernel.config_of(build) is not None and kernel.config_of("make -j2") is None
+    announced: list[str] = []
+    builder = kernel.KernelBuilder(tmp_path / "linux", build, announced.append)
+
+    first = builder.build(shas[0])
+    assert first.ok and not first.cached, first.log_tail
+    tree = builder.tree(shas[0])
+    assert (tree / ".config").read_text().startswith("CONFIG_X=y\n# olddefconfig ran with CC=")
+    log = builder.log_path(shas[0]).read_text()
+    cc = "ccache gcc" if shutil.which("ccache") else "cc"
+    assert "perfline: make olddefconfig" in log and f"bzImage is ready  (CC={cc})" in log
+    assert "perfline: exit status 0" in log and "bzImage is ready" in first.log_tail
+    assert len(announced) == 1 and str(builder.log_path(shas[0])) in announced[0]
+    assert builder.build(shas[0]).cached and len(announced) == 1  # built once
+
+    broken = builder.build(shas[1])  # its IMAGE names no file: the build fails
+    assert not broken.ok and "missing" in broken.log_tail
+    assert "perfline: exit status 2" in builder.log_path(shas[1]).read_text()
+
+    registered = kernel.register(tree, 7, shas[0])
+    assert (registered.name, registered.release) == (f"bisect-7-{shas[0][:12]}", "6.9.0-a")
+    assert registered.config() == (tree / ".config").read_text()
+    assert kernel.register(tree, 7, shas[0]) == registered  # the same commit again: a no-op
+    assert kernels.get_kernel(registered.name).image.read_bytes() == images[0].read_bytes()
+    with pytest.raises(kernel.KernelBisectError, match="left no arch/x86/boot/bzImage"):
+        kernel.register(builder.tree(shas[1]), 7, shas[1])
+
+    kept = kernel.config_of(build)
+    assert kept is not None and kept.read_text() == "CONFIG_X=y\n"
+    kept.unlink()
+    with pytest.raises(kernel.KernelBisectError, match="config.*is gone"):
+        kernel.check_resumable(build)
+
+
+LOCAL_JOB = "benchmark: command\nparams: {cmd: 'echo 1'}\n"
+OPTION_ERRORS = [
+    (["--repo", "."], None, "it excludes --repo and --build"),
+    (["--build", "make"], None, "it excludes --repo and --build"),
+    (["--command", "./bench"], None, "give --job JOB --metric M, not --command"),
+    (["--no-config"], None, "--kernel-tree needs --config FILE"),
+    (["--config", "/nonexistent.config"], None, "--config /nonexistent.config: no such file"),
+    ([], "benchmark: sched-pipe\n", "benchmark 'sched-pipe' cannot run with target qemu"),
+    ([], LOCAL_JOB + "tunables: {sysctl: {vm.swappiness: 1}}\n", "would be applied on this host"),
+    ([], "benchmark: command\nparams: {cmd: 'echo 1'}\ntarget: qemu\n", "any registered kernel will do"),
+    (["--not-a-kernel"], None, "not a Linux kernel tree (no Kconfig at"),
+]
+
+
+@pytest.mark.parametrize(("extra", "job", "message"), OPTION_ERRORS)
+def test_kernel_tree_options_fail_in_one_line(
+    tmp_path: Path, cache: Path, extra: list[str], job: str | None, message: str
+) -> None:
+    shas = kernel_tree(tmp_path / "linux", [tmp_path / "a", tmp_path / "b"], kconfig="--not-a-kernel" not in extra)
+    (tmp_path / "job.yaml").write_text(job or LOCAL_JOB)
+    (tmp_path / "my.config").write_text("CONFIG_X=y\n")
+    args = ["bisect", "start", "--kernel-tree", str(tmp_path / "linux"), "--good", shas[0], "--bad", shas[-1],
+            "--job", str(tmp_path / "job.yaml"), "--metric", "command.value"]
+    if "--no-config" not in extra and "--config" not in extra:
+        args += ["--config", str(tmp_path / "my.config")]
+    args += [a for a in extra if a not in ("--no-config", "--not-a-kernel")]
+    proc = perfline(tmp_path / "db", *args, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "db").exists() or "bisection 1" not in proc.stderr  # nothing started
+
+
+def test_config_needs_a_kernel_tree(tmp_path: Path) -> None:
+    proc = perfline(tmp_path / "db", "bisect", "start", "--repo", ".", "--build", "make", "--good", "a",
+                    "--bad", "b", "--command", "true", "--direction", "lower", "--config", "x", check=False)
+    assert proc.returncode == 2 and "--config applies only to --kernel-tree" in proc.stderr
+
+
+# -- booting the builds ---------------------------------------------------------------
+
+
+@pytest.mark.vm
+@pytest.mark.slow
+def test_kernel_bisection_boots_each_build_and_finds_the_commit(
+    debian_kernels: dict[str, kernels.Kernel], tmp_path: Path, cache: Path
+) -> None:
+    old, new = debian_kernels["debian-6.1"], debian_kernels["debian-6.12"]
+    shas = kernel_tree(tmp_path / "linux", [old.image if i < CULPRIT else new.image for i in range(COMMITS)])
+    kernels.add_image(new.image, "placeholder")  # the job names it; no probe boots it
+    (tmp_path / "job.yaml").write_text(MEM_AVAILABLE_JOB)
+    (tmp_path / "my.config").write_text("CONFIG_X=y\n")
+    db = tmp_path / "db"
+    start = [sys.executable, "-m", "perfline", "--db", str(db), "bisect", "start",
+             "--kernel-tree", str(tmp_path / "linux"), "--good", shas[0], "--bad", shas[-1],
+             "--config", str(tmp_path / "my.config"), "--job", str(tmp_path / "job.yaml"),
+             "--metric", "command.mem_available_kb", "--direction", "higher", "--max-runs", "40", "--json"]
+
+    def samples() -> list[tuple[int, int, float, int]]:
+        with sqlite3.connect(db) as connection:
+            try:
+                return connection.execute(
+                    "SELECT id, commit_index, value, run_id FROM bisect_samples ORDER BY id").fetchall()
+            except sqlite3.OperationalError:
+                return []
+
+    # Killed after a few probes, then resumed: nothing measured or built is done again.
+    started = time.monotonic()
+    proc = subprocess.Popen(start, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    while len(samples() if db.exists() else []) < 4:
+        assert proc.poll() is None, proc.communicate()[1].decode()
+        assert time.monotonic() - started < 300
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    before = samples()
+    resumed = perfline(db, "bisect", "resume", "1", "--json")
+    result = json.loads(resumed.stdout)
+    assert result["status"] == "found", result
+    assert result["culprit"] == shas[CULPRIT] and result["parent"] == shas[CULPRIT - 1]
+    assert result["change_pct"] < -0.1 and result["kind"] == "regression"  # less memory left
+    assert result["confirmation"]["decision"] == "confirmed"
+    after = samples()
+    assert after[: len(before)] == before
+    with sqlite3.connect(db) as connection:
+        built = connection.execute("SELECT commit_index, count(*) FROM bisect_builds GROUP BY commit_index").fetchall()
+    assert all(count == 1 for _, count in built) and len(built) == result["builds"]
+
+    # Every sample is a stored run on the commit's own build, booted in the guest.
+    store = Store.open(str(db))
+    for _, index, value, run_id in after:
+        run = store.get_run(run_id)
+        sha = shas[index]
+        assert run.info.kernel_commit == sha and run.info.label == "bisect-1"
+        assert run.settings["vm_kernel"] == f"bisect-1-{sha[:12]}"
+        assert run.fingerprint["kernel_release"] == (old if index < CULPRIT else new).release
+        assert [s.value for s in run.samples if s.metric.name == "command.mem_available_kb"] == [value]
+    registry = {k.name: k for k in kernels.list_kernels()}
+    for index, _ in built:
+        assert registry[f"bisect-1-{shas[index][:12]}"].release == (old if index < CULPRIT else new).release
+
+    log = perfline(db, "bisect", "log", "1").stdout
+    assert "full log" in log and shas[CULPRIT][:12] in log
+    full = cache / "bisect"
+    [culprit_log] = full.glob(f"*/{shas[CULPRIT]}/{kernel.LOG_NAME}")
+    assert "perfline: exit status 0" in culprit_log.read_text()
