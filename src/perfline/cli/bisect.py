@@ -24,12 +24,12 @@ from perfline.bisect.worktree import Builder, Commit, RangeError, commit_range
 from perfline.cli.common import EXIT_FAILED, console, errors, fail, open_store, running
 from perfline.jobs import JobError, expand, load_job
 from perfline.jobs.spec import Case
-from perfline.metric import Direction
+from perfline.metric import Direction, Measurement
 from perfline.process import ToolMissing, tail
-from perfline.targets.kernels import KernelError
-from perfline.runner import execute
+from perfline.runner import Observer, RunOutcome, execute
 from perfline.store import COMPLETED, Store
 from perfline.store.bisections import BisectionNotFound, BisectionRecord, BisectionSpec
+from perfline.targets.kernels import KernelError
 
 if TYPE_CHECKING:
     from perfline.bisect.driver import Measure, Outcome
