@@ -328,6 +328,8 @@ def ab(
     try:
         if warmup is not None:
             job = replace(job, warmup=warmup)
+        # Each side is measured once per pair: that is its planned repetition count.
+        job = replace(job, repeat=pairs, precision_pct=None)
         sides = [expand(apply_overrides(job, overrides)) for overrides in (a, b)]
     except JobError as exc:
         raise fail(str(exc)) from None
