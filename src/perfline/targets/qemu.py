@@ -38,21 +38,24 @@ BOOT_TIMEOUT_S = 60.0
 # KVM boots a kernel in about a second where it works; where it does not, the guest
 # may hang silently instead of failing, so `auto` gives up on it early.
 KVM_BOOT_TIMEOUT_S = 15.0
+FIRST_PANIC_LINES = 15  # an oops with its call trace, for a boot that panicked once
 POWEROFF_TIMEOUT_S = 10.0
 # What QEMU prints when KVM is present but cannot run this guest (nested VMs); it then
 # pauses the guest rather than exiting.
 KVM_FAILURES = ("KVM internal error", "failed to initialize kvm", "Could not access KVM kernel module")
 REPLY = "@perfline "
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_OOPS = re.compile(r"\] ((?:BUG|Oops|general protection fault|kernel BUG at|RIP)[: ][^\r\n]*)")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[c()][0-9A-Za-z]?")
 
 
 class GuestFailed(RuntimeError):
     """The VM did not boot, died, or did not answer in time; carries the console tail."""
 
-    def __init__(self, message: str, console_tail: str) -> None:
+    def __init__(self, message: str, console_tail: str, panic: str | None = None) -> None:
         super().__init__(message)
         self.console_tail = console_tail
+        self.panic = panic  # the kernel's panic message, when it panicked and exited
 
 
 @dataclass(frozen=True)
@@ -130,7 +133,34 @@ class Vm:
         self.close()
 
     def boot(self) -> None:
+        """Boot and wait for the agent; a panic during boot gets one more boot.
+
+        A kernel that panics on every boot (a bad cmdline, a broken commit) fails
+        twice the same way and is reported. One that panicked once and then booted is
+        kept, with the first panic and its console's last lines in `warnings`:
+        rare boot-time panics under TCG on a loaded host would otherwise fail a whole
+        job, or mark a bisection probe untestable.
+        """
         started = time.monotonic()
+        try:
+            self._boot_once()
+        except GuestFailed as first:
+            if first.panic is None:
+                raise  # a hang would only hang again, a missing tool stay missing
+            self._kill()
+            try:
+                self._start(self.accel, self.boot_timeout)  # the accelerator that got this far
+            except GuestFailed as second:
+                if second.panic is None:
+                    raise
+                raise GuestFailed(f"{second} (on two boots)", second.console_tail, second.panic) from None
+            self.warnings.append(
+                f"the guest kernel panicked during boot ({first.panic}) and booted on a second "
+                f"try; the first boot's console ended:\n{tail(first.console_tail, FIRST_PANIC_LINES)}"
+            )
+        self.boot_s = time.monotonic() - started
+
+    def _boot_once(self) -> None:
         if self.config.accel == "tcg" or (self.config.accel == "auto" and not kvm_usable()):
             self._start("tcg", self.boot_timeout)
         elif self.config.accel == "kvm":
@@ -139,12 +169,11 @@ class Vm:
             try:
                 self._start("kvm", min(self.boot_timeout, KVM_BOOT_TIMEOUT_S))
             except GuestFailed as exc:
-                if self._panic() is not None:
+                if exc.panic is not None:
                     raise  # the kernel's failure, which TCG would only repeat
                 self.warnings.append(f"KVM failed, fell back to TCG (slower): {exc}")
                 self._kill()
                 self._start("tcg", self.boot_timeout)
-        self.boot_s = time.monotonic() - started
 
     def run(self, argv: list[str], timeout: float | None) -> GuestResult:
         """Run a command in the guest's /tmp/work and wait for its reply."""
@@ -273,7 +302,7 @@ class Vm:
         if status is not None:
             panic = self._panic()
             cause = f"the guest kernel panicked: {panic}" if panic else f"the VM exited (QEMU status {status})"
-            raise GuestFailed(f"{what}: {cause}{self._qemu_said()}", self.console_tail())
+            raise GuestFailed(f"{what}: {cause}{self._qemu_said()}", self.console_tail(), panic)
         if self.accel == "kvm" and self._kvm_failed():
             raise GuestFailed(f"{what}: {self._qemu_said().strip(': ')}", self.console_tail())
         if deadline is not None and time.monotonic() > deadline:
@@ -282,8 +311,16 @@ class Vm:
 
     def _panic(self) -> str | None:
         """The guest kernel's panic message, if the console shows one."""
-        found = re.search(r"Kernel panic - not syncing: ([^\r\n]*)", self.console_tail(200))
-        return found.group(1).strip() if found else None
+        console = self.console_tail(200)
+        found = re.search(r"Kernel panic - not syncing: ([^\r\n]*)", console)
+        if found is None:
+            return None
+        # "Fatal exception" alone says nothing; the oops before it names the fault and where.
+        lines = [m.group(1).strip() for m in _OOPS.finditer(console[: found.start()])]
+        headline = next((line for line in lines if not line.startswith("RIP")), None)
+        rip = next((line for line in lines if line.startswith("RIP")), None)
+        oops = "; ".join(line for line in (headline, rip) if line)
+        return found.group(1).strip() + (f" ({oops})" if oops else "")
 
     def _qemu_said(self) -> str:
         try:
