@@ -108,6 +108,44 @@ def test_compare_runs_and_labels(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "no case has runs" in missing.stderr
 
 
+def test_compare_kernels_pools_each_kernels_runs_per_case(tmp_path: Path) -> None:
+    """`compare --kernel A --kernel B` on stored runs as the qemu target records them:
+    the kernel's name in the settings, the guest's release in the fingerprint."""
+    store = Store.open(f"sqlite:///{tmp_path / 'db'}")
+    metric = Metric("command.value", "", Direction.LOWER)
+    case = Case("j", "command", {"cmd": "true"}, {}, 5, 0, (), "qemu")
+    other_case = replace(case, params={"cmd": "false"})
+    fingerprint = local.fingerprint()
+    runs: dict[str, list[int]] = {}
+    for kernel, level, on in (("debian-6.1", 100.0, case), ("debian-6.1", 100.0, case),
+                              ("debian-6.12", 110.0, case), ("debian-6.1", 1.0, other_case)):
+        run_id = store.start_run(on, replace(fingerprint, kernel_release=f"{kernel}.0-cloud"), pid=1)
+        store.set_settings(run_id, {"vm_kernel": kernel, "vm_accel": "tcg"})
+        for rep in range(5):
+            store.add_samples(run_id, rep, [Measurement(metric, level + rep * 0.1)], "benchmark")
+        runs.setdefault(kernel, []).append(run_id)
+    store.start_run(case, fingerprint, pid=1)  # a local run: no kernel of its own
+    db = tmp_path / "db"
+
+    out = json.loads(perfline(db, "compare", "--kernel", "debian-6.1", "--kernel", "debian-6.12", "--json").stdout)
+    [compared] = out["cases"]  # the case only 6.1 ran is left out
+    assert compared["sides"] == [{"name": "debian-6.1", "runs": runs["debian-6.1"][:2]},
+                                 {"name": "debian-6.12", "runs": runs["debian-6.12"]}]
+    [row] = compared["metrics"]
+    assert row["base"]["n"] == 10 and row["others"][0]["verdict"] == "regression"
+    assert {"kernel_release", "setting vm_kernel"} <= {d["key"] for d in compared["differences"][0]}
+
+    for args, message in (
+        (["--kernel", "debian-6.1", "--kernel", "debian-6.2"],
+         "no run booted kernel 'debian-6.2'; kernels with runs: debian-6.1, debian-6.12"),
+        (["--kernel", "debian-6.1"], "compare needs at least two --kernel options"),
+        (["--kernel", "debian-6.1", "--label", "v1"], "or --kernel twice or more"),
+    ):
+        proc = perfline(db, "compare", *args, check=False)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
 def test_fingerprint_diff_lists_a_changed_sysctl(tmp_path: Path) -> None:
     store = Store.open(f"sqlite:///{tmp_path / 'db'}")
     metric = Metric("command.value", "", Direction.LOWER)

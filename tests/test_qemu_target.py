@@ -310,6 +310,11 @@ def test_two_debian_kernels_compared_end_to_end(debian_61: kernels.Kernel, tmp_p
     compared = json.loads(
         perfline(db, "compare", "--label", "debian-6.1", "--label", "debian-6.12", "--json").stdout
     )
+    # The form: the runs found by the kernel they booted, not by a label.
+    by_kernel = json.loads(
+        perfline(db, "compare", "--kernel", "debian-6.1", "--kernel", "debian-6.12", "--json").stdout
+    )
+    assert [s["runs"] for s in by_kernel["cases"][0]["sides"]] == [s["runs"] for s in compared["cases"][0]["sides"]]
     [case] = compared["cases"]
     [row] = [m for m in case["metrics"] if m["metric"] == "rcu-gp.ms_per_gp"]
     assert row["base"]["n"] == 5 and row["others"][0]["n"] == 5

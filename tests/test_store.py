@@ -34,7 +34,7 @@ CASE = Case(
 def round_trip(store: Store) -> None:
     fingerprint = local.fingerprint()
     run_id = store.start_run(CASE, fingerprint, label="v6.7", kernel_commit="abc123", pid=1)
-    store.set_settings(run_id, {"pinned": "0,1"})
+    store.set_settings(run_id, {"pinned": "0,1", "vm_kernel": "debian-6.1"})
     for rep, value in enumerate([100.0, 102.5, 99.0]):
         store.add_samples(run_id, rep, [Measurement(THROUGHPUT, value)], "benchmark")
         store.add_samples(run_id, rep, [Measurement(CTXT, 5000.0 + rep)], "monitor")
@@ -45,7 +45,10 @@ def round_trip(store: Store) -> None:
     assert detail.info.samples == 3
     assert detail.info.case_key == "clients=2,duration=1,sysctl:kernel.sched_autogroup_enabled=0"
     assert detail.info.label == "v6.7" and detail.info.kernel_commit == "abc123"
-    assert detail.settings == {"pinned": "0,1"}
+    assert detail.settings == {"pinned": "0,1", "vm_kernel": "debian-6.1"}
+    # The kernel a VM booted is found in the settings JSON, by SQLite and PostgreSQL alike.
+    assert run_id in store.find_runs(vm_kernel="debian-6.1") and not store.find_runs(vm_kernel="debian-6.12")
+    assert "debian-6.1" in store.vm_kernels()
     assert detail.tunables == {"sysctl": {"kernel.sched_autogroup_enabled": 0}}
     bench = [s.value for s in detail.samples if s.source == "benchmark"]
     assert bench == [100.0, 102.5, 99.0]

@@ -24,7 +24,7 @@ DEFAULT_FLOOR_PCT = 1.0
 
 @dataclass(frozen=True)
 class Side:
-    """One side of a comparison: a run, or all runs of one case with one label."""
+    """One side of a comparison: a run, or all runs of one case with one label or kernel."""
 
     name: str
     runs: list[RunDetail]
@@ -159,17 +159,28 @@ def sides_from_runs(store: Store, run_ids: list[int]) -> list[Side]:
 
 def sides_by_label(store: Store, labels: list[str]) -> list[list[Side]]:
     """Per case present under every label: one side per label (its runs pooled)."""
+    return _sides_per_case(store, [(label, store.find_runs(label=label)) for label in labels])
+
+
+def sides_by_kernel(store: Store, kernels: list[str]) -> list[list[Side]]:
+    """Per case run on every kernel (booted by target qemu): one side per kernel."""
+    return _sides_per_case(store, [(kernel, store.find_runs(vm_kernel=kernel)) for kernel in kernels])
+
+
+def _sides_per_case(store: Store, groups: list[tuple[str, list[int]]]) -> list[list[Side]]:
+    """Per case that every group has runs of: one side per group, in the given order."""
     by_case: dict[tuple[str, str], dict[str, list[RunDetail]]] = defaultdict(
         lambda: defaultdict(list)
     )
-    for label in labels:
-        for run_id in store.find_runs(label=label):
+    for name, run_ids in groups:
+        for run_id in run_ids:
             run = store.get_run(run_id)
-            by_case[(run.info.benchmark, run.info.case_key)][label].append(run)
+            by_case[(run.info.benchmark, run.info.case_key)][name].append(run)
+    names = [name for name, _ in groups]
     return [
-        [Side(label, runs[label]) for label in labels]
+        [Side(name, runs[name]) for name in names]
         for _, runs in sorted(by_case.items())
-        if all(runs.get(label) for label in labels)
+        if all(runs.get(name) for name in names)
     ]
 
 

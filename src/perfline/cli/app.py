@@ -33,6 +33,7 @@ from perfline.comparison import (
     Side,
     comparison_json,
     compare_sides,
+    sides_by_kernel,
     sides_by_label,
     sides_from_runs,
 )
@@ -52,7 +53,7 @@ from perfline.report.runs import (
 )
 from perfline.report.compare import comparison_view
 from perfline.runner import RunOutcome, execute, execute_interleaved
-from perfline.store import COMPLETED, RunNotFound, resolve_url
+from perfline.store import COMPLETED, RunNotFound, Store, resolve_url
 from perfline.tunables import state_dir
 
 app = typer.Typer(
@@ -250,35 +251,54 @@ def compare(
         Optional[list[str]],
         typer.Option("--label", help="Compare all runs with these labels, per case (repeat it)."),
     ] = None,
+    kernel: Annotated[
+        Optional[list[str]],
+        typer.Option("--kernel", help="Compare all runs whose VM booted these registered kernels, "
+                     "per case (repeat it)."),
+    ] = None,
     alpha: AlphaOption = DEFAULT_ALPHA,
     floor: FloorOption = DEFAULT_FLOOR_PCT,
     metric_floor: MetricFloorOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Compare runs: %change with its confidence interval, significance, and what differs."""
-    if bool(run_ids) == bool(label):
-        raise fail("give either run ids (perfline compare 12 15) or --label twice or more")
+    if [bool(run_ids), bool(label), bool(kernel)].count(True) != 1:
+        raise fail("give run ids (perfline compare 12 15), or --label twice or more, or --kernel twice or more")
     store = open_store()
-    try:
-        if run_ids:
-            if len(run_ids) < 2:
-                raise fail("compare needs at least two runs: the baseline and one other")
+    if run_ids:
+        if len(run_ids) < 2:
+            raise fail("compare needs at least two runs: the baseline and one other")
+        try:
             groups = [sides_from_runs(store, run_ids)]
-        else:
-            assert label is not None
-            if len(label) < 2:
-                raise fail("compare needs at least two --label options")
-            groups = sides_by_label(store, label)
-            if not groups:
-                raise fail(f"no case has runs with samples under every label {', '.join(label)}")
-    except RunNotFound as exc:
-        raise fail(str(exc)) from None
+        except RunNotFound as exc:
+            raise fail(str(exc)) from None
+    else:
+        groups = _grouped_sides(store, label, kernel)
     floors = _metric_floors(metric_floor or [])
     comparisons = [
         compare_sides(sides, store, alpha=alpha, floor_pct=floor, metric_floors=floors)
         for sides in groups
     ]
     _print_comparisons(comparisons, alpha, as_json)
+
+
+def _grouped_sides(store: Store, labels: list[str] | None, kernels: list[str] | None) -> list[list[Side]]:
+    """Per case, one side per --label or per --kernel, the first the baseline."""
+    by, names, sides_by = ("label", labels, sides_by_label) if labels else ("kernel", kernels, sides_by_kernel)
+    assert names is not None
+    if len(names) < 2:
+        raise fail(f"compare needs at least two --{by} options")
+    if by == "kernel":
+        booted = store.vm_kernels()
+        for name in names:
+            if name not in booted:
+                known = (f"kernels with runs: {', '.join(booted)}" if booted
+                         else "no run has booted a kernel yet (perfline run --target qemu --kernel NAME)")
+                raise fail(f"no run booted kernel {name!r}; {known}")
+    groups = sides_by(store, names)
+    if not groups:
+        raise fail(f"no case has runs with samples under every {by} {', '.join(names)}")
+    return groups
 
 
 def _metric_floors(items: list[str]) -> dict[str, float]:

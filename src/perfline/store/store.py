@@ -35,6 +35,10 @@ class RunNotFound(LookupError):
 # Run statuses. A run stays RUNNING only while its process lives; see reap_dead_runs.
 RUNNING, COMPLETED, FAILED, INTERRUPTED = "running", "completed", "failed", "interrupted"
 
+# The kernel a qemu run booted is in its settings (targets.guest), not a column of its own.
+_VM_KERNEL = RunRow.settings["vm_kernel"].as_string()
+_HAS_SAMPLES = select(SampleRow.id).where(SampleRow.run_id == RunRow.id).exists()
+
 
 @dataclass(frozen=True)
 class RunInfo:
@@ -277,19 +281,29 @@ class Store(BisectionQueries):
         *,
         label: str | None = None,
         kernel_release: str | None = None,
+        vm_kernel: str | None = None,
         benchmark: str | None = None,
         with_samples: bool = True,
     ) -> list[int]:
-        """Ids of runs matching every given filter, oldest first."""
+        """Ids of runs matching every given filter, oldest first. `vm_kernel`: the
+        registered kernel the run's VM booted (target qemu)."""
         query = select(RunRow.id).order_by(RunRow.started_at, RunRow.id)
         if label is not None:
             query = query.where(RunRow.label == label)
         if kernel_release is not None:
             query = query.where(RunRow.kernel_release == kernel_release)
+        if vm_kernel is not None:
+            query = query.where(_VM_KERNEL == vm_kernel)
         if benchmark is not None:
             query = query.where(RunRow.benchmark == benchmark)
         if with_samples:
-            query = query.where(select(SampleRow.id).where(SampleRow.run_id == RunRow.id).exists())
+            query = query.where(_HAS_SAMPLES)
+        with self._session() as session:
+            return list(session.scalars(query))
+
+    def vm_kernels(self) -> list[str]:
+        """The registered kernels that runs with samples booted, by name."""
+        query = select(_VM_KERNEL).where(_VM_KERNEL.is_not(None), _HAS_SAMPLES).distinct().order_by(_VM_KERNEL)
         with self._session() as session:
             return list(session.scalars(query))
 
