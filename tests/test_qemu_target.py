@@ -22,6 +22,7 @@ from perfline.fingerprint import differences, flatten
 from perfline.jobs import JobError, expand, load_job
 from perfline.native import CHECKOUT, native_binary
 from perfline.targets import initramfs, kernels
+from perfline.targets.kvm_memo import KvmMemo
 from perfline.targets.qemu import GuestFailed, Vm, VmConfig, kvm_usable
 
 # Fixed, outside the checkout and the user's own cache: downloads survive between runs.
@@ -134,6 +135,19 @@ def test_initramfs_holds_agent_busybox_and_tools_and_is_cached(tmp_path: Path) -
     other.write_bytes(helper.read_bytes() + b"\0")  # another input: another image
     other.chmod(0o755)
     assert initramfs.build([other], tmp_path) != first
+
+
+def test_kvm_failure_is_remembered_for_its_host_boot_only(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "kvm-failed.json"
+    memo = KvmMemo(path, "boot-1")
+    assert memo.failure() is None
+    memo.remember("QEMU exited: KVM internal error")
+    known = memo.failure()
+    assert known is not None and known.startswith("QEMU exited: KVM internal error (")
+    assert str(path) in known  # says how to try KVM again without a reboot
+    assert KvmMemo(path, "boot-2").failure() is None  # the host rebooted: KVM is tried again
+    path.write_text("{not json")
+    assert memo.failure() is None
 
 
 def test_compare_treats_another_accelerator_as_another_machine() -> None:
@@ -321,6 +335,30 @@ def test_two_debian_kernels_compared_end_to_end(debian_61: kernels.Kernel, tmp_p
     assert not case["cross_machine"]  # same host, same accelerator
     differing = {d["key"] for d in case["differences"][0]}
     assert {"kernel_release", "kernel_version", "setting vm_kernel"} <= differing
+
+
+@vm
+def test_auto_goes_to_tcg_at_once_after_kvm_failed_on_this_host_boot(
+    debian_61: kernels.Kernel, tmp_path: Path
+) -> None:
+    if not kvm_usable():
+        pytest.skip("/dev/kvm does not open here: auto never tries KVM")
+    memo = KvmMemo(tmp_path / "kvm-failed.json", "fake-boot-id")
+    config = VmConfig(debian_61, initramfs.build([]), cpus=1, memory_mb=256, accel="auto")
+    with Vm(config, tmp_path, kvm_memo=memo) as first:
+        if first.accel == "kvm":
+            assert memo.failure() is None
+            pytest.skip("KVM works on this host: nothing to remember")
+    [tried] = first.warnings
+    assert memo.failure() is not None
+    with Vm(config, tmp_path, kvm_memo=memo) as second:
+        assert second.accel == "tcg"
+        [warning] = second.warnings
+    # The same warning, saying it was remembered: this boot did not try KVM.
+    assert warning.startswith(tried + " (on an earlier boot") and str(memo.path) in warning
+    with Vm(config, tmp_path, kvm_memo=KvmMemo(memo.path, "another-boot")) as third:
+        [fresh] = third.warnings  # another host boot: KVM tried again, and failed again here
+    assert fresh.startswith("KVM failed, fell back to TCG (slower): ") and "earlier boot" not in fresh
 
 
 @vm

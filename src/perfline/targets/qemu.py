@@ -26,6 +26,7 @@ from types import TracebackType
 from perfline.jobs.spec import ACCELS
 from perfline.process import require_tool, run, tail
 from perfline.targets.kernels import Kernel
+from perfline.targets.kvm_memo import KvmMemo
 
 QEMU = "qemu-system-x86_64"
 QEMU_PACKAGE = "qemu-system-x86"
@@ -98,13 +99,21 @@ class Vm:
     """One booted VM, as a context manager: booted on enter, always stopped on exit.
 
     With accel `auto`, KVM is tried first when /dev/kvm opens; a KVM failure during
-    boot falls back to TCG and is listed in `warnings`.
+    boot falls back to TCG and is listed in `warnings`, and `kvm_memo` keeps it so that
+    later VMs of the same host boot go to TCG at once.
     """
 
-    def __init__(self, config: VmConfig, workdir: Path, boot_timeout: float = BOOT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        config: VmConfig,
+        workdir: Path,
+        boot_timeout: float = BOOT_TIMEOUT_S,
+        kvm_memo: KvmMemo | None = None,
+    ) -> None:
         if config.accel not in ACCELS:
             raise ValueError(f"accel must be one of {', '.join(ACCELS)}, got {config.accel!r}")
         self.config = config
+        self.kvm_memo = kvm_memo or KvmMemo.for_this_boot()
         self.workdir = workdir
         self.boot_timeout = boot_timeout
         self.console_log = workdir / "console.log"
@@ -165,12 +174,16 @@ class Vm:
             self._start("tcg", self.boot_timeout)
         elif self.config.accel == "kvm":
             self._start("kvm", self.boot_timeout)
+        elif (known := self.kvm_memo.failure()) is not None:
+            self.warnings.append(f"KVM failed, fell back to TCG (slower): {known}")
+            self._start("tcg", self.boot_timeout)
         else:
             try:
                 self._start("kvm", min(self.boot_timeout, KVM_BOOT_TIMEOUT_S))
             except GuestFailed as exc:
                 if exc.panic is not None:
                     raise  # the kernel's failure, which TCG would only repeat
+                self.kvm_memo.remember(str(exc))
                 self.warnings.append(f"KVM failed, fell back to TCG (slower): {exc}")
                 self._kill()
                 self._start("tcg", self.boot_timeout)

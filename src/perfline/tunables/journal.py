@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from perfline.files import write_durably
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -38,8 +40,8 @@ class Journal:
     def record(self, entries: list[Entry]) -> None:
         """Durably add `entries` before the caller changes anything."""
         self.entries += entries
-        _write_durably(self.path, {"pid": self.pid, "boot_id": self.boot_id,
-                                   "entries": [asdict(e) for e in self.entries]})
+        write_durably(self.path, json.dumps({"pid": self.pid, "boot_id": self.boot_id,
+                                             "entries": [asdict(e) for e in self.entries]}))
 
     def forget(self, entries: list[Entry]) -> None:
         """Drop entries that have been restored; the file goes when none are left."""
@@ -71,18 +73,3 @@ def leftovers(
             continue
         found.append((path, [Entry(**entry) for entry in data["entries"]]))
     return found
-
-
-def _write_durably(path: Path, data: dict[str, object]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    with open(temporary, "w") as handle:
-        json.dump(data, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
