@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from perfline.bisect import kernel
+from perfline.bisect.worktree import Builder
 from perfline.store import Store
 from perfline.targets import kernels
 
@@ -122,40 +123,76 @@ def test_each_commit_is_built_once_with_its_config_and_full_log(tmp_path: Path, 
     shas = kernel_tree(tmp_path / "linux", [images[0], tmp_path / "missing", images[1]])
     config = tmp_path / "my.config"
     config.write_text("CONFIG_X=y\n")
-    build = kernel.build_command(kernel.keep_config(config))
+    kept_config = kernel.keep_config(config)
+    build = kernel.build_command(kept_config)
     config.write_text("CONFIG_X=n\n")  # edited after the start: the bisection keeps its copy
-    assert kernel.config_of(build) is not None and kernel.config_of("make -j2") is None
     announced: list[str] = []
     builder = kernel.KernelBuilder(tmp_path / "linux", build, announced.append)
 
     first = builder.build(shas[0])
     assert first.ok and not first.cached, first.log_tail
-    tree = builder.tree(shas[0])
-    assert (tree / ".config").read_text().startswith("CONFIG_X=y\n# olddefconfig ran with CC=")
+    kept = builder.kept(shas[0])
+    # Only what the probe needs is kept; the worktree and git's record of it are gone.
+    assert sorted(p.name for p in kept.iterdir()) == ["bzImage", "config", kernel.LOG_NAME, "result"]
+    assert not (builder.root / shas[0]).exists() and shas[0] not in git(tmp_path / "linux", "worktree", "list")
+    assert (kept / "config").read_text().startswith("CONFIG_X=y\n# olddefconfig ran with CC=")
     log = builder.log_path(shas[0]).read_text()
     cc = "ccache gcc" if shutil.which("ccache") else "cc"
     assert "perfline: make olddefconfig" in log and f"bzImage is ready  (CC={cc})" in log
     assert "perfline: exit status 0" in log and "bzImage is ready" in first.log_tail
-    assert len(announced) == 1 and str(builder.log_path(shas[0])) in announced[0]
+    assert len(announced) == 1 and str(builder.root / shas[0] / kernel.LOG_NAME) in announced[0]
     assert builder.build(shas[0]).cached and len(announced) == 1  # built once
 
     broken = builder.build(shas[1])  # its IMAGE names no file: the build fails
     assert not broken.ok and "missing" in broken.log_tail
     assert "perfline: exit status 2" in builder.log_path(shas[1]).read_text()
+    assert not (builder.kept(shas[1]) / "bzImage").exists() and not (builder.root / shas[1]).exists()
 
-    registered = kernel.register(tree, 7, shas[0])
+    registered = kernel.register(kept, 7, shas[0])
     assert (registered.name, registered.release) == (f"bisect-7-{shas[0][:12]}", "6.9.0-a")
-    assert registered.config() == (tree / ".config").read_text()
-    assert kernel.register(tree, 7, shas[0]) == registered  # the same commit again: a no-op
+    assert registered.config() == (kept / "config").read_text()
+    assert kernel.register(kept, 7, shas[0]) == registered  # the same commit again: a no-op
     assert kernels.get_kernel(registered.name).image.read_bytes() == images[0].read_bytes()
     with pytest.raises(kernel.KernelBisectError, match="left no arch/x86/boot/bzImage"):
-        kernel.register(builder.tree(shas[1]), 7, shas[1])
+        kernel.register(builder.kept(shas[1]), 7, shas[1])
 
-    kept = kernel.config_of(build)
-    assert kept is not None and kept.read_text() == "CONFIG_X=y\n"
-    kept.unlink()
+    assert kept_config.read_text() == "CONFIG_X=y\n"
+    kept_config.unlink()
     with pytest.raises(kernel.KernelBisectError, match="config.*is gone"):
-        kernel.check_resumable(build)
+        kernel.check_resumable(kept_config)
+
+
+def cut_short(repo: Path, path: Path, sha: str) -> None:
+    """What a kill during `git worktree add` leaves: git's record, locked while it is
+    being made, and a `.git` in a directory without the commit's files."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    git(repo, "worktree", "add", "--detach", "--no-checkout", str(path), sha)
+    git(repo, "worktree", "lock", "--reason", "initializing", str(path))
+    assert (path / ".git").exists() and not (path / "Makefile").exists()
+
+
+def test_a_worktree_cut_short_is_made_again(tmp_path: Path, cache: Path) -> None:
+    image = fake_bzimage(tmp_path / "image", "6.9.0-a")
+    repo = tmp_path / "linux"
+    shas = kernel_tree(repo, [image, image])
+    (tmp_path / "my.config").write_text("CONFIG_X=y\n")
+    builder = kernel.KernelBuilder(repo, kernel.build_command(kernel.keep_config(tmp_path / "my.config")))
+    cut_short(repo, builder.root / shas[0], shas[0])
+    built = builder.build(shas[0])
+    assert built.ok and not built.cached, built.log_tail
+    assert (builder.kept(shas[0]) / "bzImage").read_bytes() == image.read_bytes()
+    assert not (builder.root / shas[0]).exists() and shas[0] not in git(repo, "worktree", "list")
+
+    # Killed after the build was kept but before its worktree went: nothing is built,
+    # the worktree is removed on the next use.
+    builder.tree(shas[0])
+    assert builder.build(shas[0]).cached and not (builder.root / shas[0]).exists()
+
+    # Any build command: a bisection with --repo/--build uses the same worktrees.
+    plain = Builder(repo, "test -f Makefile && test -f NOTES")
+    cut_short(repo, plain.root / shas[1], shas[1])
+    assert plain.build(shas[1]).ok and (plain.tree(shas[1]) / "Makefile").is_file()
+    assert plain.build(shas[1]).cached
 
 
 LOCAL_JOB = "benchmark: command\nparams: {cmd: 'echo 1'}\n"
@@ -261,6 +298,10 @@ def test_kernel_bisection_boots_each_build_and_finds_the_commit(
 
     log = perfline(db, "bisect", "log", "1").stdout
     assert "full log" in log and shas[CULPRIT][:12] in log
-    full = cache / "bisect"
-    [culprit_log] = full.glob(f"*/{shas[CULPRIT]}/{kernel.LOG_NAME}")
+    [kept] = (cache / "bisect").glob("configs/*.config")
+    assert result["kernel"] == {"config": str(kept), "config_source": str(tmp_path / "my.config")}
+    status = perfline(db, "bisect", "status", "1").stdout
+    assert f"kernel bisection: each commit's bzImage built with config {kept}" in " ".join(status.split())
+    [culprit_log] = (cache / "bisect").glob(f"*/kernels/*/{shas[CULPRIT]}/{kernel.LOG_NAME}")
     assert "perfline: exit status 0" in culprit_log.read_text()
+    assert not list((cache / "bisect").glob("*/*/.git")), "a worktree was left after its build"

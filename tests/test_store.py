@@ -6,13 +6,15 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from perfline.jobs.spec import Case
 from perfline.metric import Direction, Measurement, Metric
 from perfline.store import COMPLETED, INTERRUPTED, RUNNING, RunNotFound, Store
-from perfline.store.engine import resolve_url
+from perfline.store import migrate
+from perfline.store.engine import connect, resolve_url
 from perfline.store.schema import Base
 from perfline.targets import local
 
@@ -105,6 +107,28 @@ def test_migrations_match_schema(tmp_path: Path) -> None:
     with store.engine.connect() as connection:
         diff = compare_metadata(MigrationContext.configure(connection), Base.metadata)
     assert diff == []
+
+
+def test_migration_0005_marks_existing_kernel_bisections(tmp_path: Path) -> None:
+    """Kernel bisections started before the column are found by their build command's
+    first line, which named the config copy; others get no kernel config."""
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    engine = connect(url)
+    with engine.begin() as connection:
+        command.upgrade(migrate.alembic_config(connection), "0004")
+    kernel_build = "# perfline kernel build: config '/cache/bisect/configs/ab 12.config'\ncp ...\n"
+    with sqlite3.connect(tmp_path / "db.sqlite") as connection:
+        for build in (kernel_build, "make -j2"):
+            connection.execute(
+                "INSERT INTO bisections (repo, good, bad, commits, build, metric, direction, max_runs, status, "
+                "created_at, updated_at) VALUES ('/r', 'a', 'b', '[]', ?, 'command.value', 'lower', 10, "
+                "'running', '2026-01-01', '2026-01-01')", (build,))
+    engine.dispose()
+    store = Store.open(url)
+    kernel_bisection, plain = store.bisection(1).spec, store.bisection(2).spec
+    assert (kernel_bisection.kernel_config, kernel_bisection.kernel_config_source) == (
+        "/cache/bisect/configs/ab 12.config", None)
+    assert plain.kernel_config is None
 
 
 def test_dead_runs_are_marked_interrupted(tmp_path: Path) -> None:

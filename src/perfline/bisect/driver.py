@@ -59,6 +59,9 @@ class Outcome:
             "kind": r.kind.value,
             "suspects": [spec.commits[i] for i in r.suspects],
             "parent": spec.commits[r.parent],
+            "kernel": None if spec.kernel_config is None else {
+                "config": spec.kernel_config, "config_source": spec.kernel_config_source,
+            },
             "confirmation": None if c is None else {
                 "decision": c.decision.value, "change_pct": c.change_pct,
                 "ci_pct": list(c.ci_pct), "p_value": c.p_value, "runs": c.runs,

@@ -3,25 +3,26 @@
 `perfline bisect start --kernel-tree DIR --config FILE --job JOB` is a bisection whose
 build command this module writes and whose measurement boots the build in a VM:
 
-- **Build** (in the commit's own worktree, once, by `worktree.Builder`): copy the
-  config, `make olddefconfig`, `make -j$(nproc) bzImage`, with `CC="ccache gcc"` when
-  ccache is installed. The whole make output goes to `perfline-build.log` in the
-  worktree; the Builder stores its tail.
-- **Measure**: the worktree's `arch/x86/boot/bzImage` is registered as kernel
-  `bisect-<id>-<sha12>` (again the same image: a no-op), and the job's one case runs
-  with target qemu and that kernel.
+- **Build** (once per commit, by `KernelBuilder`): in the commit's own worktree, copy
+  the config, `make olddefconfig`, `make -j$(nproc) bzImage`, with `CC="ccache gcc"`
+  when ccache is installed; the whole make output goes to `perfline-build.log`. Then
+  only the bzImage, the .config and the log are kept, and the worktree (4.2 GB with a
+  distribution config) is removed: a bisection's disk is its images, not its trees.
+- **Measure**: the kept bzImage is registered as kernel `bisect-<id>-<sha12>` (again
+  the same image: a no-op), and the job's one case runs with target qemu and that
+  kernel.
 
-The bisection's record has no field for "kernel": the build command is what says it.
-It starts with a `# perfline kernel build: config PATH` line, and `config_of` reads it
-back on resume. The config is copied into perfline's cache under its content hash at
-start, so editing the file afterwards cannot change a bisection under way, and a
-different config is a different build command, so the Builder builds again.
+The bisection's record names the config (`BisectionSpec.kernel_config`), a copy in
+perfline's cache under its content hash, made at start: editing the file afterwards
+cannot change a bisection under way, and a different config is a different build
+command, so the builder builds again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import shlex
+import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import replace
@@ -35,9 +36,10 @@ from perfline.process import require_tool
 from perfline.targets.kernels import Kernel, add_image
 from perfline.targets.qemu import QEMU, QEMU_PACKAGE
 
-HEADER = "# perfline kernel build: config "
 LOG_NAME = "perfline-build.log"
 IMAGE = Path("arch/x86/boot/bzImage")
+# What a build keeps of its worktree, under these names.
+KEPT_IMAGE, KEPT_CONFIG = "bzImage", "config"
 # Files a tree must have at the good commit to be taken for a kernel tree.
 TREE_FILES = ("Makefile", "Kconfig", "arch/x86/Kconfig")
 # The placeholder kernel of a local job's VM; every probe replaces it with its build.
@@ -47,7 +49,6 @@ UNSET = "unset"
 # directory when compiling with -g (the default of a distribution config); every commit
 # has its own worktree, so without CCACHE_NOHASHDIR no object would ever be reused.
 SCRIPT = """\
-{header}{config}
 cp {config} .config || exit 1
 if command -v ccache >/dev/null 2>&1; then
     set -- CC="ccache gcc"
@@ -60,7 +61,7 @@ fi
     make -j"$(nproc)" bzImage "$@"
 }} >{log} 2>&1
 status=$?
-echo "perfline: exit status $status; full log: $PWD/{log}" >>{log}
+echo "perfline: exit status $status" >>{log}
 tail -n 60 {log}
 exit $status
 """
@@ -95,21 +96,11 @@ def keep_config(config: Path) -> Path:
 
 
 def build_command(config: Path) -> str:
-    return SCRIPT.format(header=HEADER, config=shlex.quote(str(config)), log=LOG_NAME)
+    return SCRIPT.format(config=shlex.quote(str(config)), log=LOG_NAME)
 
 
-def config_of(build: str) -> Path | None:
-    """The config a kernel build command copies; None for any other build command."""
-    first = build.partition("\n")[0]
-    if not first.startswith(HEADER):
-        return None
-    [path] = shlex.split(first[len(HEADER):])
-    return Path(path)
-
-
-def check_resumable(build: str) -> None:
-    config = config_of(build)
-    if config is not None and not config.is_file():
+def check_resumable(config: Path) -> None:
+    if not config.is_file():
         raise KernelBisectError(f"the bisection's copy of its config, {config}, is gone (was perfline's "
                                 "cache cleared?); start the bisection again")
 
@@ -142,32 +133,61 @@ def kernel_name(bisection_id: int, sha: str) -> str:
     return f"bisect-{bisection_id}-{sha[:12]}"
 
 
-def register(tree: Path, bisection_id: int, sha: str) -> Kernel:
-    """The commit's build as a registered kernel.
+def register(kept: Path, bisection_id: int, sha: str) -> Kernel:
+    """The commit's kept build as a registered kernel.
 
-    The same image again is a no-op; a rebuilt one (its worktree was deleted and built
-    anew, so the build stamp differs) replaces it under the same name.
+    The same image again is a no-op; a rebuilt one (its kept files were deleted and
+    built anew, so the build stamp differs) replaces it under the same name.
     """
-    image = tree / IMAGE
+    image = kept / KEPT_IMAGE
     if not image.is_file():
-        raise KernelBisectError(f"{tree}: the build left no {IMAGE}")
-    config = tree / ".config"
+        raise KernelBisectError(f"{sha[:12]}: the build left no {IMAGE} (see {kept / LOG_NAME})")
+    config = kept / KEPT_CONFIG
     return add_image(image, kernel_name(bisection_id, sha), config=config if config.is_file() else None,
-                     source=f"git:{sha} built in {tree}", replace=True)
+                     source=f"git:{sha} built in {kept}", replace=True)
 
 
 class KernelBuilder(Builder):
-    """A Builder that says when a (long) kernel build starts and where its log goes."""
+    """Builds in a worktree, keeps the bzImage, .config and log, and drops the worktree.
+
+    What is kept lives under `kernels/<build key>/<sha>` beside the worktrees, and the
+    build's outcome with it, so a kept build is never built again; a kill before the
+    outcome is recorded leaves the worktree, and the build is run in it again.
+    """
 
     def __init__(self, repo: Path, build: str, announce: Callable[[str], None] = lambda _: None) -> None:
         super().__init__(repo, build)
         self.announce = announce
 
+    def kept(self, sha: str) -> Path:
+        return self.root / "kernels" / self.key / sha
+
     def log_path(self, sha: str) -> Path:
-        return self.root / sha / LOG_NAME
+        return self.kept(sha) / LOG_NAME
+
+    def result_path(self, sha: str) -> Path:
+        return self.kept(sha) / "result"
 
     def build(self, sha: str) -> Build:
-        if not (self.tree(sha) / self.marker).exists():
-            self.announce(f"building {sha[:12]}: make olddefconfig && make -j bzImage, "
-                          f"log in {self.log_path(sha)}")
-        return super().build(sha)
+        built = self.recorded(sha)
+        if built is None:
+            tree = self.tree(sha)
+            self.announce(f"building {sha[:12]}: make olddefconfig && make -j bzImage, log in "
+                          f"{tree / LOG_NAME} (kept as {self.log_path(sha)})")
+            made = self.run_build(tree)
+            self.keep(tree, sha, made.ok)
+            built = self.record(sha, made)
+        # Also a worktree left by a kill between recording the build and removing it.
+        self.drop_tree(sha)
+        return built
+
+    def keep(self, tree: Path, sha: str, ok: bool) -> None:
+        kept = self.kept(sha)
+        shutil.rmtree(kept, ignore_errors=True)  # what a kill during an earlier keep left
+        kept.mkdir(parents=True)
+        wanted = [(LOG_NAME, LOG_NAME)]
+        if ok:
+            wanted += [(str(IMAGE), KEPT_IMAGE), (".config", KEPT_CONFIG)]
+        for source, name in wanted:
+            if (tree / source).is_file():
+                shutil.copyfile(tree / source, kept / name)

@@ -3,20 +3,28 @@
 The user's checkout is never touched: every commit gets a detached worktree under
 perfline's cache, and its build result is kept there, keyed by the build command, so a
 resumed bisection (or a second one over the same range) builds nothing twice.
+
+A worktree counts only once its completion marker exists, written after `git worktree
+add` returned: a kill during the checkout (14 s for a kernel tree) leaves a directory
+with a `.git` but without all of its files, and building that would bisect a tree that
+is not the commit.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfline.files import write_durably
 from perfline.process import tail
 
 BUILD_TIMEOUT_S = 3 * 3600.0
+COMPLETE = ".perfline-worktree-complete"
 
 
 class RangeError(ValueError):
@@ -79,24 +87,48 @@ class Builder:
         self.command = build
         digest = hashlib.sha256(str(self.repo).encode()).hexdigest()[:16]
         self.root = (root or cache_dir()) / digest
-        # One marker per build command: changing the command rebuilds.
-        self.marker = ".perfline-build-" + hashlib.sha256(build.encode()).hexdigest()[:12]
+        # Results are keyed by the build command: changing the command rebuilds.
+        self.key = hashlib.sha256(build.encode()).hexdigest()[:12]
 
     def tree(self, sha: str) -> Path:
-        """The commit's worktree, created on first use."""
+        """The commit's worktree, created on first use and again if it was cut short."""
         path = self.root / sha
-        if not (path / ".git").exists():
+        if not (path / COMPLETE).exists():
+            self.drop_tree(sha)
             path.parent.mkdir(parents=True, exist_ok=True)
             git(self.repo, "worktree", "add", "--detach", "--force", str(path), sha)
+            write_durably(path / COMPLETE, f"{sha}\n")
         return path
+
+    def drop_tree(self, sha: str) -> None:
+        """Remove the commit's worktree, whole or half-made, and git's record of it."""
+        path = self.root / sha
+        if not path.exists():
+            return
+        # Twice --force: git locks a worktree while adding it, and a kill leaves the lock.
+        subprocess.run(["git", "-C", str(self.repo), "worktree", "remove", "--force", "--force", str(path)],
+                       capture_output=True)
+        # What git did not take for a worktree (killed before it wrote .git) is only files.
+        shutil.rmtree(path, ignore_errors=True)
+
+    def result_path(self, sha: str) -> Path:
+        """Where the build's outcome is recorded: in the worktree, which keeps the build."""
+        return self.root / sha / f".perfline-build-{self.key}"
+
+    def recorded(self, sha: str) -> Build | None:
+        """The commit's build as recorded, if it finished."""
+        path = self.result_path(sha)
+        if not path.is_file():
+            return None
+        status, _, log = path.read_text().partition("\n")
+        ok, seconds = status.split()
+        return Build(ok == "ok", float(seconds), log, cached=True)
 
     def build(self, sha: str) -> Build:
         tree = self.tree(sha)
-        marker = tree / self.marker
-        if marker.exists():
-            status, _, log = marker.read_text().partition("\n")
-            ok, seconds = status.split()[0] == "ok", float(status.split()[1])
-            return Build(ok, seconds, log, cached=True)
+        return self.recorded(sha) or self.record(sha, self.run_build(tree))
+
+    def run_build(self, tree: Path) -> Build:
         started = time.monotonic()
         try:
             proc = subprocess.run(["/bin/sh", "-c", self.command], cwd=tree, capture_output=True,
@@ -104,7 +136,9 @@ class Builder:
             ok, output = proc.returncode == 0, proc.stdout + proc.stderr
         except subprocess.TimeoutExpired:
             ok, output = False, f"build timed out after {BUILD_TIMEOUT_S:.0f} s"
-        seconds = time.monotonic() - started
-        log = tail(output)
-        marker.write_text(f"{'ok' if ok else 'failed'} {seconds:.3f}\n{log}")
-        return Build(ok, seconds, log, cached=False)
+        return Build(ok, time.monotonic() - started, tail(output), cached=False)
+
+    def record(self, sha: str, build: Build) -> Build:
+        """Written last and atomically: a build killed before this is built again."""
+        write_durably(self.result_path(sha), f"{'ok' if build.ok else 'failed'} {build.seconds:.3f}\n{build.log_tail}")
+        return build

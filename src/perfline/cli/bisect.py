@@ -83,12 +83,14 @@ def start(
     chosen = _direction(direction, job, metric)
     tree = kernel_tree if kernel_tree is not None else repo
     assert tree is not None
+    kept_config: Path | None = None
     try:
         commits = commit_range(tree, good, bad)
         if kernel_tree is not None:
             kernel.check_tree(kernel_tree, commits[0].sha)
             assert config is not None
-            build = kernel.build_command(kernel.keep_config(config))
+            kept_config = kernel.keep_config(config)
+            build = kernel.build_command(kept_config)
     except (RangeError, kernel.KernelBisectError) as exc:
         raise fail(str(exc)) from None
     assert build is not None
@@ -97,6 +99,8 @@ def start(
         repo=str(tree.resolve()), good=good, bad=bad, commits=[c.sha for c in commits], build=build,
         command=command, job=str(job.resolve()) if job else None, metric=metric or "command.value",
         direction=chosen.value, max_runs=max_runs,
+        kernel_config=str(kept_config) if kept_config else None,
+        kernel_config_source=str(config.resolve()) if kept_config and config else None,
     ))
     errors.print(f"bisection {bisection_id}: {len(commits)} commits from {good} to {bad}; "
                  f"`perfline bisect resume {bisection_id}` continues it if interrupted")
@@ -127,6 +131,7 @@ def status(bisection_id: Annotated[Optional[int], typer.Argument(help="Bisection
     posterior = bisection.posterior()
     console.print(f"bisection {record.id} ({record.status}): {len(commits)} commits, {bisection.runs} runs "
                   f"of at most {record.spec.max_runs}, {len(store.bisect_builds(record.id))} builds")
+    _print_kind(record.spec)
     table = Table(title="most probable first bad commits", title_justify="left")
     for column in ("commit", "subject", "P(first bad)", "samples"):
         table.add_column(column)
@@ -150,6 +155,7 @@ def log(bisection_id: Annotated[Optional[int], typer.Argument(help="Bisection id
     store = open_store()
     record = _record(store, bisection_id)
     commits = _commits(record)
+    _print_kind(record.spec)
     table = Table(title=f"bisection {record.id} probes", title_justify="left")
     for column in ("#", "commit", "subject", "phase", "value", "run"):
         table.add_column(column)
@@ -174,9 +180,19 @@ def log(bisection_id: Annotated[Optional[int], typer.Argument(help="Bisection id
     console.print(builds)
 
 
+def _print_kind(spec: BisectionSpec) -> None:
+    """Which kind of bisection: the build command alone does not say it plainly."""
+    if spec.kernel_config is None:
+        console.print(f"builds with: {escape(spec.build)}", highlight=False, soft_wrap=True)
+        return
+    source = f" (copied from {spec.kernel_config_source})" if spec.kernel_config_source else ""
+    console.print(f"kernel bisection: each commit's bzImage built with config {spec.kernel_config}{source}, "
+                  "booted with the job", highlight=False, soft_wrap=True)
+
+
 def _builder(record: BisectionRecord) -> Builder:
     spec = record.spec
-    if kernel.config_of(spec.build) is None:
+    if spec.kernel_config is None:
         return Builder(Path(spec.repo), spec.build)
     return kernel.KernelBuilder(Path(spec.repo), spec.build,
                                 announce=lambda message: errors.print(escape(message), highlight=False))
@@ -189,7 +205,8 @@ def _run(store: Store, bisection_id: int, commits: list[Commit], as_json: bool) 
     record = store.bisection(bisection_id)
     spec = record.spec
     try:
-        kernel.check_resumable(spec.build)
+        if spec.kernel_config is not None:
+            kernel.check_resumable(Path(spec.kernel_config))
     except kernel.KernelBisectError as exc:
         raise fail(str(exc)) from None
     builder = _builder(record)
@@ -229,20 +246,21 @@ def _measure(store: Store, record: BisectionRecord, builder: Builder) -> Iterato
         command = spec.command
 
         def measure_command(commit: Commit, index: int) -> tuple[float, int | None]:
-            return _run_command(command, builder.tree(commit.sha)), None
+            return _run_command(command, _built_tree(builder, commit.sha)), None
 
         yield measure_command
         return
     assert spec.job is not None
-    booted = kernel.config_of(spec.build) is not None
-    case = _job_case(Path(spec.job), booted)
+    case = _job_case(Path(spec.job), booted=isinstance(builder, kernel.KernelBuilder))
 
     def case_at(commit: Commit) -> Case:
         """The case as it runs at this commit: with its own kernel, for a kernel tree."""
-        if not booted:
+        if not isinstance(builder, kernel.KernelBuilder):
+            # The job's benchmark finds the built tree here, e.g. `cmd: $PERFLINE_TREE/bench`.
+            os.environ["PERFLINE_TREE"] = str(_built_tree(builder, commit.sha))
             return case
         try:
-            built = kernel.register(builder.tree(commit.sha), record.id, commit.sha)
+            built = kernel.register(builder.kept(commit.sha), record.id, commit.sha)
         except (kernel.KernelBisectError, KernelError) as exc:
             raise MeasureFailed(str(exc)) from exc
         return kernel.with_kernel(case, built.name)
@@ -250,8 +268,6 @@ def _measure(store: Store, record: BisectionRecord, builder: Builder) -> Iterato
     with running(store, [case], f"bisect-{record.id}", None) as ctx:
 
         def measure_job(commit: Commit, index: int) -> tuple[float, int | None]:
-            # The job's benchmark finds the built tree here, e.g. `cmd: $PERFLINE_TREE/bench`.
-            os.environ["PERFLINE_TREE"] = str(builder.tree(commit.sha))
             here = case_at(commit)
             # The progress display knows the job's case; a probe's differs only in its kernel.
             observer = ctx.observer if here == case else _SameCase(ctx.observer, case)
@@ -303,6 +319,16 @@ def _job_case(job: Path, booted: bool) -> Case:
         return kernel.vm_case(case, str(job))
     except (JobError, kernel.KernelBisectError, ToolMissing) as exc:
         raise fail(str(exc)) from None
+
+
+def _built_tree(builder: Builder, sha: str) -> Path:
+    """The commit's worktree, built: built again if it was deleted or cut short since."""
+    from perfline.bisect.driver import MeasureFailed
+
+    built = builder.build(sha)
+    if not built.ok:
+        raise MeasureFailed(f"{sha[:12]} no longer builds:\n{built.log_tail}")
+    return builder.tree(sha)
 
 
 def _run_command(command: str, tree: Path) -> float:

@@ -32,6 +32,9 @@ class BisectionSpec:
     metric: str
     direction: str
     max_runs: int
+    # A kernel bisection's config copy and the file it was copied from; None otherwise.
+    kernel_config: str | None = None
+    kernel_config_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,8 @@ class BisectionQueries:
             spec = BisectionSpec(
                 repo=row.repo, good=row.good, bad=row.bad, commits=list(row.commits),
                 build=row.build, command=row.command, job=row.job, metric=row.metric,
-                direction=row.direction, max_runs=row.max_runs,
+                direction=row.direction, max_runs=row.max_runs, kernel_config=row.kernel_config,
+                kernel_config_source=row.kernel_config_source,
             )
             return BisectionRecord(row.id, spec, row.status, row.result, row.created_at)
 

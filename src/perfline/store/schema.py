@@ -146,6 +146,10 @@ class BisectionRow(Base):
     metric: Mapped[str] = mapped_column(String(200))
     direction: Mapped[str] = mapped_column(String(8))
     max_runs: Mapped[int] = mapped_column(Integer)
+    # Set for a kernel bisection (--kernel-tree): the config copy every build uses, and
+    # the file it was copied from (unknown for bisections started before this column).
+    kernel_config: Mapped[str | None] = mapped_column(Text)
+    kernel_config_source: Mapped[str | None] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16))
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime]
