@@ -30,11 +30,20 @@ def add(
     config: Annotated[
         Optional[Path], typer.Option(help="Its .config (default: config-RELEASE beside the image).")
     ] = None,
+    modules: Annotated[
+        Optional[Path],
+        typer.Option(
+            exists=True,
+            file_okay=False,
+            help="Its /lib/modules/RELEASE tree: the modules a guest needs to mount a root "
+            "disk (virtio, ext4) are kept, for benchmarks that need a root file system.",
+        ),
+    ] = None,
     replace: ReplaceOption = False,
 ) -> None:
     """Register a kernel image (copied into perfline's cache)."""
     try:
-        kernel = add_image(image, name, config=config, replace=replace)
+        kernel = add_image(image, name, config=config, modules=modules, replace=replace)
     except KernelError as exc:
         raise fail(str(exc), EXIT_FAILED) from None
     _added(kernel)

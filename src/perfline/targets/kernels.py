@@ -1,9 +1,10 @@
 """The kernel registry: boot images a VM target can start, by name.
 
 Each kernel lives in `<cache>/kernels/<name>/` as `vmlinuz`, its `config` when known,
-and `meta.json` (release, source, sha256). Names are what jobs and `--kernel` use;
-the release is read from the image itself, so a mislabelled file cannot pass for
-another kernel.
+`meta.json` (release, source, sha256) and, when its modules were given, `modules/`:
+the few a guest needs to mount a root disk (bootmodules), listed in load order in
+`modules/order`. Names are what jobs and `--kernel` use; the release is read from the
+image itself, so a mislabelled file cannot pass for another kernel.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from perfline.process import CommandFailed, require_tool, run
+from perfline.targets.bootmodules import ModulesError, root_disk_modules
 
 CACHE_ENV = "PERFLINE_CACHE_DIR"
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
@@ -29,6 +31,8 @@ META = "meta.json"
 HEADER_MAGIC_AT, HEADER_MAGIC = 0x202, b"HdrS"
 VERSION_POINTER_AT = 0x20E
 APT_TIMEOUT_S = 600.0
+MODULES = "modules"
+MODULE_ORDER = "order"
 
 
 class KernelError(RuntimeError):
@@ -69,6 +73,13 @@ class Kernel:
         """The .config it was built with, when registered with one."""
         path = self.config_path
         return path.read_text(errors="replace") if path.exists() else None
+
+    def boot_modules(self) -> list[Path] | None:
+        """The root disk's modules in load order; None when registered without modules."""
+        order = self.directory / MODULES / MODULE_ORDER
+        if not order.is_file():
+            return None
+        return [order.parent / name for name in order.read_text().split()]
 
 
 def cache_dir() -> Path:
@@ -130,13 +141,15 @@ def add_image(
     name: str,
     *,
     config: Path | None = None,
+    modules: Path | None = None,
     source: str | None = None,
     replace: bool = False,
 ) -> Kernel:
     """Copy a bzImage (and its config) into the registry under `name`.
 
     Without `config`, `config-<release>` beside the image is taken when present (the
-    /boot layout). Registering the same image again under its name is a no-op.
+    /boot layout). `modules`, its /lib/modules/RELEASE tree, is where the root disk's
+    modules are taken from. Registering the same image again under its name is a no-op.
     """
     _check_name(name)
     if not image.is_file():
@@ -149,13 +162,21 @@ def add_image(
     if (target / META).is_file():
         existing = _load(target)
         if existing.meta.sha256 == digest:
-            return existing
-        if not replace:
+            if modules is None or existing.boot_modules() is not None:
+                return existing
+            # The same image, now with its modules: nothing of it is replaced.
+        elif not replace:
             raise KernelError(
                 f"kernel {name!r} is already registered ({existing.release}, from "
                 f"{existing.meta.source}); choose another --name or pass --replace"
             )
     meta = KernelMeta(name, release, source or f"file:{image.resolve()}", digest)
+    try:
+        needed = None if modules is None else root_disk_modules(
+            modules, release, config.read_text(errors="replace") if config is not None else None
+        )
+    except ModulesError as exc:
+        raise KernelError(str(exc)) from exc
     kernels_dir().mkdir(parents=True, exist_ok=True)
     # Built beside its final place and renamed in, so a crash never leaves half a kernel.
     staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=kernels_dir()))
@@ -164,6 +185,12 @@ def add_image(
         shutil.copyfile(image, staging / "vmlinuz")
         if config is not None:
             shutil.copyfile(config, staging / "config")
+        if needed is not None:
+            (staging / MODULES).mkdir()
+            for module in needed:
+                (staging / MODULES / f"{module.name}.ko").write_bytes(module.data)
+            order = "".join(f"{module.name}.ko\n" for module in needed)
+            (staging / MODULES / MODULE_ORDER).write_text(order)
         (staging / META).write_text(json.dumps(asdict(meta), indent=2) + "\n")
         if target.exists():
             shutil.rmtree(target)
@@ -184,7 +211,7 @@ def add_deb(
 
     A meta-package (linux-image-cloud-amd64) is followed to the image package it
     depends on. A kernel already registered from the same package is returned
-    without downloading anything.
+    without downloading anything, unless it was registered without its modules.
     """
     name = name or package.removeprefix("linux-image-")
     _check_name(name)
@@ -192,11 +219,14 @@ def add_deb(
     if (directory / META).is_file() and not replace:
         existing = _load(directory)
         if existing.meta.source.startswith((f"deb:{package}=", f"deb:{package} -> ")):
-            return existing
-        raise KernelError(
-            f"kernel {name!r} is already registered from {existing.meta.source}; "
-            "choose another --name or pass --replace"
-        )
+            if existing.boot_modules() is not None:
+                return existing
+            progress(f"kernel {name} was registered without its modules; fetching them")
+        else:
+            raise KernelError(
+                f"kernel {name!r} is already registered from {existing.meta.source}; "
+                "choose another --name or pass --replace"
+            )
     require_tool("apt-get", "apt")
     require_tool("dpkg-deb", "dpkg")
     with tempfile.TemporaryDirectory(prefix="perfline-deb-") as scratch:
@@ -218,10 +248,13 @@ def add_deb(
             raise KernelError(f"{deb.name}: expected one boot/vmlinuz-*, found {len(images)}")
         release = images[0].name.removeprefix("vmlinuz-")
         config = root / "boot" / f"config-{release}"
+        trees = [root / "lib" / "modules" / release, root / "usr" / "lib" / "modules" / release]
         return add_image(
             images[0],
             name,
             config=config if config.is_file() else None,
+            # A package without modules (all built in) is registered as having none.
+            modules=next((tree for tree in trees if tree.is_dir()), trees[0]),
             source=f"deb:{via}{_field(deb, 'Package')}={version}",
             replace=True,
         )
