@@ -6,9 +6,11 @@ PYTHON ?= python3
 NATIVE_CFLAGS := -O2 -g -Wall -Wextra -Werror -pthread
 
 # Every system package perfline or its tests use. linux-perf gives `perf bench` and
-# `perf stat`; dbench gives tbench/tbench_srv; postgresql gives pgbench and a server.
+# `perf stat`; dbench gives tbench/tbench_srv; postgresql gives pgbench and a server;
+# debootstrap and e2fsprogs (mkfs.ext4 -d) build the root file system of VM guests.
 APT_PACKAGES := python3 python3-venv python3-dev gcc make procps util-linux \
-	linux-perf dbench rt-tests stress-ng postgresql postgresql-client qemu-system-x86 busybox-static
+	linux-perf dbench rt-tests stress-ng postgresql postgresql-client qemu-system-x86 busybox-static \
+	debootstrap e2fsprogs
 
 NATIVE_SRC := $(wildcard native/*.c)
 NATIVE_BIN := $(patsubst native/%.c,native/build/%,$(NATIVE_SRC))

@@ -1,12 +1,14 @@
 """Time from `perfline run --target qemu` to the first sample taken in the guest.
 
     .venv/bin/python bench/vm_boot.py [--kernel debian-6.1] [--accel tcg] [--trials 5]
+        [--benchmark sched-pipe -p loops=1000]
 
-Each trial starts `perfline run rcu-gp -p iterations=1 --repeat 1` against a fresh
-SQLite store and watches the store for the first sample, so the figure covers all a
-user waits for: Python start-up, job parsing, the initramfs (cached after the first
-trial), QEMU, the kernel's boot, the guest agent, the guest fingerprint and one
-repetition. The VM's own boot time (QEMU start to agent ready) is read from the run's
+Each trial starts `perfline run rcu-gp -p iterations=1 --repeat 1` (or the benchmark
+given) against a fresh SQLite store and watches the store for the first sample, so the
+figure covers all a user waits for: Python start-up, job parsing, the initramfs
+(cached after the first trial) or root file system (built by an earlier run), QEMU,
+the kernel's boot, the guest agent, the guest fingerprint, the benchmark's guest
+set-up (pgbench: start PostgreSQL, load the data) and one repetition. The VM's own boot time (QEMU start to agent ready) is read from the run's
 settings. The target is 5 s under TCG on a 2-CPU machine, 2 s with KVM.
 
 The kernel must be registered (`perfline kernels add-deb linux-image-cloud-amd64
@@ -50,12 +52,12 @@ def first_sample_count(db: Path) -> int:
         return 0
 
 
-def trial(kernel: str, accel: str, workdir: Path) -> Trial:
+def trial(kernel: str, accel: str, workdir: Path, benchmark: list[str]) -> Trial:
     db = workdir / "perfline.db"
     load = os.getloadavg()[0]
     argv = [
-        sys.executable, "-m", "perfline", "--db", str(db), "run", "rcu-gp",
-        "-p", "iterations=1", "--repeat", "1", "--warmup", "0", "--no-monitors",
+        sys.executable, "-m", "perfline", "--db", str(db), "run", *benchmark,
+        "--repeat", "1", "--warmup", "0", "--no-monitors",
         "--target", "qemu", "--kernel", kernel, "--accel", accel, "--json",
     ]  # fmt: skip
     started = time.monotonic()
@@ -81,11 +83,15 @@ def main() -> None:
     parser.add_argument("--kernel", default="debian-6.1", help="a registered kernel")
     parser.add_argument("--accel", default="tcg", choices=("auto", "kvm", "tcg"))
     parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--benchmark", default="rcu-gp")
+    parser.add_argument("-p", "--param", action="append", help="NAME=VALUE, for the benchmark")
     args = parser.parse_args()
+    params = args.param if args.param is not None else ["iterations=1"] if args.benchmark == "rcu-gp" else []
+    benchmark = [args.benchmark, *(option for param in params for option in ("-p", param))]
     trials = []
     for number in range(1, args.trials + 1):
         with tempfile.TemporaryDirectory(prefix="perfline-vm-boot-") as scratch:
-            result = trial(args.kernel, args.accel, Path(scratch))
+            result = trial(args.kernel, args.accel, Path(scratch), benchmark)
         trials.append(result)
         print(
             f"trial {number}: first sample {result.first_sample_s:.2f} s "
@@ -95,7 +101,7 @@ def main() -> None:
     firsts = [t.first_sample_s for t in trials]
     boots = [t.vm_boot_s for t in trials]
     print(
-        f"\n{args.kernel}, {trials[0].accel}, {len(trials)} trials on {os.cpu_count()} CPUs\n"
+        f"\n{' '.join(benchmark)}, {args.kernel}, {trials[0].accel}, {len(trials)} trials on {os.cpu_count()} CPUs\n"
         f"  perfline run -> first sample: median {statistics.median(firsts):.2f} s, "
         f"min {min(firsts):.2f} s, max {max(firsts):.2f} s\n"
         f"  of which VM boot (QEMU start -> agent ready): median {statistics.median(boots):.2f} s, "

@@ -160,7 +160,7 @@ def test_compare_treats_another_accelerator_as_another_machine() -> None:
 JOB_ERRORS = [
     ("benchmark: rcu-gp\ntarget: qemu\nkernel: no-such\n", 3, "unknown kernel 'no-such'"),
     ("benchmark: rcu-gp\nkernel: debian-6.1\n", 2, "kernel applies only to `target: qemu`"),
-    ("benchmark: sched-pipe\ntarget: qemu\nkernel: debian-6.1\n", 2, "cannot run with target qemu"),
+    ("benchmark: tbench\ntarget: qemu\nkernel: debian-6.1\n", 2, "cannot run with target qemu"),
     (
         "benchmark: rcu-gp\ntarget: qemu\nkernel: debian-6.1\ntunables:\n  sysctl: {vm.swappiness: 1}\n",
         5,

@@ -12,6 +12,7 @@ import logging
 import os
 import pwd
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -81,6 +82,46 @@ def _has_server_tools(bindir: Path) -> bool:
     return all(os.access(bindir / tool, os.X_OK) for tool in SERVER_TOOLS)
 
 
+def client_args(port: int, user: str) -> list[str]:
+    """Connection options for libpq tools (psql, createdb, pgbench, pg_isready)."""
+    return ["-h", HOST, "-p", str(port), "-U", user]
+
+
+def initdb_options(user: str) -> list[str]:
+    """initdb's options after `-D DATA`: a trust-only, throwaway cluster."""
+    # The data is thrown away with the server, so syncing it to disk only costs time.
+    return ["-U", user, "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"]
+
+
+def server_options(port: int, socket_dir: str, settings: Mapping[str, str]) -> dict[str, str]:
+    """postgres's `-c` settings: loopback only, sockets in a private directory."""
+    return {"listen_addresses": HOST, "port": str(port), "unix_socket_directories": socket_dir, **settings}
+
+
+def start_script(home: str, port: int, settings: Mapping[str, str], start_timeout: float) -> str:
+    """PrivateServer.start as a shell script, for a machine perfline does not run on (a
+    VM guest, as root): in `home`, the newest Debian server version, run as the
+    postgres user. It leaves that version's bin directory in $bindir."""
+    data, sockets, log_file = f"{home}/data", f"{home}/run", f"{home}/postgres.log"
+    options = " ".join(f"-c {name}={value}" for name, value in server_options(port, sockets, settings).items())
+    as_server = shlex.join(as_user("setpriv", ROOT_SERVER_USER, ROOT_SERVER_USER))
+    return f"""set -e
+bindir=$(ls -d {DEBIAN_ROOT}/*/bin | sort -V | tail -n 1)
+install -d -m 0700 -o {ROOT_SERVER_USER} -g {ROOT_SERVER_USER} {home} {data} {sockets}
+cd {home}
+{as_server} "$bindir/initdb" -D {data} {shlex.join(initdb_options(ROOT_SERVER_USER))} > {home}/initdb.log 2>&1 \
+    || {{ tail -n 20 {home}/initdb.log >&2; exit 1; }}
+{as_server} "$bindir/pg_ctl" start -w -t {start_timeout:.0f} -D {data} -l {log_file} -o {shlex.quote(options)} > /dev/null \
+    || {{ tail -n 20 {log_file} >&2; exit 1; }}
+"""
+
+
+def as_user(setpriv: str, user: str | int, group: str | int) -> list[str]:
+    """The prefix that runs a command as another user; setpriv execs in place, so the
+    pid started is the command's own."""
+    return [setpriv, f"--reuid={user}", f"--regid={group}", "--init-groups", "--"]
+
+
 def free_port() -> int:
     """A loopback TCP port nobody is bound to right now (the kernel's pick)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -112,10 +153,8 @@ class _ServerUser:
                 f"{ROOT_SERVER_USER}, which does not exist: install postgresql "
                 "(the Debian package creates that user)"
             ) from None
-        # setpriv execs in place, so the pid we start is the postmaster's own pid.
-        setpriv = require_tool("setpriv", "util-linux")
-        prefix = (setpriv, f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--init-groups", "--")
-        return cls(pw.pw_name, pw.pw_uid, pw.pw_gid, prefix)
+        prefix = as_user(require_tool("setpriv", "util-linux"), pw.pw_uid, pw.pw_gid)
+        return cls(pw.pw_name, pw.pw_uid, pw.pw_gid, tuple(prefix))
 
     def command(self, argv: Sequence[str | Path]) -> list[str]:
         return [*self.argv_prefix, *map(str, argv)]
@@ -195,7 +234,7 @@ class PrivateServer:
 
     def client_args(self) -> list[str]:
         """Connection options for libpq tools (psql, createdb, pgbench, pg_isready)."""
-        return ["-h", HOST, "-p", str(self.port), "-U", self.user]
+        return client_args(self.port, self.user)
 
     def url(self, dbname: str) -> str:
         """SQLAlchemy URL of database `dbname` on this server."""
@@ -231,22 +270,12 @@ class PrivateServer:
             self._created.append(directory)
             self._user.give(directory)
         run(
-            self._user.command([
-                self.bin("initdb"), "-D", self.data_dir, "-U", self.user, "--auth=trust",
-                "--encoding=UTF8", "--locale=C",
-                # The data is thrown away with the server, so syncing it to disk only costs time.
-                "--no-sync",
-            ]),
+            self._user.command([self.bin("initdb"), "-D", self.data_dir, *initdb_options(self.user)]),
             timeout=300,
             cwd=self._home,
         )
         self._port = self._requested_port or free_port()
-        options = {
-            "listen_addresses": HOST,
-            "port": str(self._port),
-            "unix_socket_directories": str(socket_dir),
-            **self.settings,
-        }
+        options = server_options(self._port, str(socket_dir), self.settings)
         argv: list[str | Path] = [self.bin("postgres"), "-D", self.data_dir]
         for name, value in options.items():
             argv += ["-c", f"{name}={value}"]

@@ -26,6 +26,13 @@ BENCHMARKS: Registry[Benchmark] = Registry(
     },
 )
 
+
+def rootfs_packages() -> tuple[str, ...]:
+    """The Debian packages of every benchmark that needs a root file system in a VM:
+    one image holds them all, so it is built once, not once per benchmark."""
+    return tuple(sorted({p for b in BENCHMARKS.all() if b.needs_rootfs for p in b.packages}))
+
+
 __all__ = [
     "BENCHMARKS",
     "Benchmark",
@@ -33,4 +40,5 @@ __all__ = [
     "BenchmarkUnavailable",
     "Param",
     "ParamValue",
+    "rootfs_packages",
 ]

@@ -79,6 +79,9 @@ class Benchmark(ABC):
     # True when two instances cannot be set up at once (e.g. a server on a fixed port);
     # interleaved A/B then sets it up around every repetition instead.
     exclusive: ClassVar[bool] = False
+    # True when a VM guest needs a Debian root file system with `packages` installed (a
+    # server, a tool with data files) rather than an initramfs holding its executables.
+    needs_rootfs: ClassVar[bool] = False
 
     def __init__(self, params: Mapping[str, ParamValue], workdir: Path) -> None:
         self.values: dict[str, ParamValue] = self.resolve_params(params)
@@ -139,16 +142,28 @@ class CommandOutput:
     elapsed_s: float
 
 
+@dataclass(frozen=True)
+class GuestSetup:
+    """A command a VM guest runs once after boot, before the repetitions."""
+
+    argv: list[str]
+    timeout_s: float
+
+
 class CommandBenchmark(Benchmark):
     """A benchmark whose repetition is one command, then the parsing of its output.
 
     The split is what lets a target run the command elsewhere (in a VM guest) and
-    parse its output here with the same code as a local run.
+    parse its output here with the same code as a local run. In a guest, `setup` and
+    `teardown` do not run on this host: `guest_setup` is run in the guest instead and
+    its output handed to `guest_ready`, then each repetition runs `guest_argv`.
     """
 
     @abstractmethod
     def argv(self) -> list[str]:
-        """The command of one repetition; must not depend on `setup` having run."""
+        """The command of one repetition on this host. Unless the benchmark needs a
+        root file system, it must not depend on `setup` having run: `executables`
+        packs its programs into an initramfs before anything is set up."""
 
     @abstractmethod
     def parse(self, output: CommandOutput) -> list[Measurement]:
@@ -159,8 +174,23 @@ class CommandBenchmark(Benchmark):
         return None
 
     def executables(self) -> list[Path]:
-        """Host files `argv` executes, which a guest needs at the same paths."""
+        """Host files `argv` executes, which an initramfs guest needs at the same paths."""
         return [Path(self.argv()[0])]
+
+    def guest_setup(self) -> GuestSetup | None:
+        """What a guest runs before the repetitions (start a server, find a tool)."""
+        return None
+
+    def guest_ready(self, output: CommandOutput) -> None:
+        """Take in what `guest_setup` printed (the guest's paths and versions)."""
+
+    def guest_argv(self) -> list[str]:
+        """The command of one repetition in a guest, after `guest_ready`."""
+        return self.argv()
+
+    def guest_settings(self) -> dict[str, Any]:
+        """`settings` of a run in a guest; {} where `settings` would describe this host."""
+        return {}
 
     def failure(self, message: str, output_tail: str) -> BenchmarkFailed:
         """The error for a command that failed (non-zero status, timeout)."""

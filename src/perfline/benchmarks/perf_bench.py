@@ -12,13 +12,35 @@ import re
 from abc import abstractmethod
 from typing import Any, ClassVar
 
-from perfline.benchmarks.base import Benchmark, BenchmarkFailed, BenchmarkUnavailable, Param
+from perfline.benchmarks.base import (
+    BenchmarkFailed,
+    BenchmarkUnavailable,
+    CommandBenchmark,
+    CommandOutput,
+    GuestSetup,
+    Param,
+)
 from perfline.metric import Direction, Measurement, Metric
-from perfline.process import CommandFailed, ToolMissing, require_tool, run, tail
+from perfline.process import ToolMissing, require_tool, tail
 
 _TOTAL_TIME = re.compile(r"^\s*Total time:\s*([0-9.]+) \[sec\]\s*$", re.MULTILINE)
 _USECS_PER_OP = re.compile(r"^\s*([0-9.]+) usecs/op\s*$", re.MULTILINE)
 _OPS_PER_SEC = re.compile(r"^\s*([0-9.]+) ops/sec\s*$", re.MULTILINE)
+PROBE_TIMEOUT_S = 60.0
+# `sh -c PROBE NAME PERF [TASKSET -c CPUS]`: prints the perf binary to run, then its
+# version, run under the taskset. Debian's /usr/bin/perf used to be (and is, where
+# linux-base's wrapper is installed) a script that execs perf_<major.minor of the
+# running kernel>, which a kernel of another version, such as a VM guest's, lacks:
+# the probe takes that binary when present, else the newest perf_*, else perf itself.
+PROBE = r"""
+perf=$(command -v "$1") || { echo "$1 not found: install linux-perf" >&2; exit 127; }
+shift
+for candidate in "${perf}_$(uname -r | cut -d. -f1,2)" $(ls -v "$perf"_[0-9]* 2>/dev/null | tail -n 1); do
+    if [ -x "$candidate" ]; then perf=$candidate; break; fi
+done
+echo "$perf"
+exec "$@" "$perf" --version
+"""
 
 
 def _number(pattern: re.Pattern[str], output: str, what: str) -> float:
@@ -59,52 +81,69 @@ def _threads_param(what: str) -> Param:
     return Param("threads", bool, False, f"run the {what} as threads of one process (-T/-t)")
 
 
-class PerfBench(Benchmark):
+class PerfBench(CommandBenchmark):
     """One `perf bench sched` suite, optionally under taskset; subclasses give args and parsing."""
 
     suite: ClassVar[str]
     packages = ("linux-perf", "util-linux")
+    # The guest's own perf: a host binary in an initramfs would lack its libraries' data.
+    needs_rootfs = True
 
     _perf: str
     _perf_version: str
-    _prefix: list[str]
+    _taskset = "taskset"  # the guest's, found on its PATH; set up here, this host's
 
     def setup(self) -> None:
         try:
-            self._perf = require_tool("perf", "linux-perf")
-            self._prefix = (
-                [require_tool("taskset", "util-linux"), "-c", self._cpus] if self._cpus else []
-            )
+            perf = require_tool("perf", "linux-perf")
+            if self._cpus:
+                self._taskset = require_tool("taskset", "util-linux")
         except ToolMissing as exc:
             raise BenchmarkUnavailable(str(exc)) from exc
         # Asking perf its version under the same taskset rejects a CPU list this machine
         # lacks (or a perf that does not match the kernel) now, not once per repetition.
         try:
-            self._perf_version = run([*self._prefix, self._perf, "--version"], timeout=30).stdout
-        except CommandFailed as exc:
+            output = self.run_here(self._probe(perf), PROBE_TIMEOUT_S)
+        except BenchmarkFailed as exc:
             usable = ",".join(map(str, sorted(os.sched_getaffinity(0))))
             raise BenchmarkUnavailable(
                 f"cannot run perf with cpus {self._cpus or 'all'!r} (usable CPUs: {usable}): "
                 f"{exc.output_tail}"
             ) from exc
+        self.guest_ready(output)
+
+    def guest_setup(self) -> GuestSetup:
+        return GuestSetup(self._probe("perf"), PROBE_TIMEOUT_S)
+
+    def guest_ready(self, output: CommandOutput) -> None:
+        perf, _, version = output.stdout.partition("\n")
+        self._perf, self._perf_version = perf.strip(), version.strip()
+
+    def _probe(self, perf: str) -> list[str]:
+        return ["sh", "-c", PROBE, "perf-probe", perf, *self._prefix]
 
     @property
     def _cpus(self) -> str:
         return str(self.values["cpus"]).strip()
 
-    def run_once(self) -> list[Measurement]:
-        argv = [*self._prefix, self._perf, "bench", "sched", self.suite, *self.suite_args()]
+    @property
+    def _prefix(self) -> list[str]:
+        return [self._taskset, "-c", self._cpus] if self._cpus else []
+
+    def argv(self) -> list[str]:
+        return [*self._prefix, self._perf, "bench", "sched", self.suite, *self.suite_args()]
+
+    def parse(self, output: CommandOutput) -> list[Measurement]:
         try:
-            proc = run(argv)
-        except CommandFailed as exc:
-            raise BenchmarkFailed(str(exc), exc.output_tail) from exc
-        try:
-            return self.measurements(proc.stdout)
+            return self.measurements(output.stdout)
         except ValueError as exc:
-            raise BenchmarkFailed(f"{self.name}: {exc}", tail(proc.stdout + proc.stderr)) from exc
+            raise BenchmarkFailed(f"{self.name}: {exc}", tail(output.stdout + output.stderr)) from exc
 
     def settings(self) -> dict[str, Any]:
-        return {"cpus": self._cpus or "all", "perf": self._perf_version.strip()}
+        return {"cpus": self._cpus or "all", "perf": self._perf_version}
+
+    def guest_settings(self) -> dict[str, Any]:
+        return self.settings()
 
     @abstractmethod
     def suite_args(self) -> list[str]:

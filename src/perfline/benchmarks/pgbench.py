@@ -12,15 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from perfline.benchmarks.base import (
-    Benchmark,
     BenchmarkFailed,
     BenchmarkUnavailable,
+    CommandBenchmark,
+    CommandOutput,
+    GuestSetup,
     Param,
     ParamValue,
 )
 from perfline.metric import Direction, Measurement, Metric
-from perfline.pgserver import PrivateServer, ServerFailed
-from perfline.process import CommandFailed, ToolMissing, run, tail
+from perfline.pgserver import ROOT_SERVER_USER, PrivateServer, ServerFailed, client_args, start_script
+from perfline.process import CommandFailed, ToolMissing, tail
 
 DATABASE = "pgbench"
 SCRIPTS = ("tpcb-like", "simple-update", "select-only")
@@ -31,6 +33,12 @@ RUN_OVERHEAD_SECONDS = 300
 # Spare server connections beyond the clients: pgbench's own, and superuser-reserved slots.
 SPARE_CONNECTIONS = 10
 SERVER_DEFAULT_MAX_CONNECTIONS = 100
+# In a VM guest the server is the only one, so it takes the default port, in a
+# directory of its own on the guest's disk.
+GUEST_PORT = 5432
+GUEST_HOME = "/var/lib/perfline/postgres"
+# Emulation (TCG) runs the server's start and the data load ~10x slower than the host.
+GUEST_SLOWDOWN = 10
 
 TPS = Metric(
     "pgbench.tps",
@@ -63,7 +71,7 @@ def parse_output(stdout: str) -> list[Measurement]:
     ]
 
 
-class Pgbench(Benchmark):
+class Pgbench(CommandBenchmark):
     name = "pgbench"
     summary = "PostgreSQL pgbench transactions/s and latency on a private, throwaway server"
     params = (
@@ -78,26 +86,22 @@ class Pgbench(Benchmark):
     )
     metrics = (TPS, LATENCY_AVG)
     packages = ("postgresql",)
+    needs_rootfs = True
 
     def __init__(self, params: Mapping[str, ParamValue], workdir: Path) -> None:
         super().__init__(params, workdir)
         self.server: PrivateServer | None = None
         self.postgres_version = ""
+        self._guest_bindir = ""
 
     def setup(self) -> None:
-        clients = int(self.values["clients"])
-        connections = max(SERVER_DEFAULT_MAX_CONNECTIONS, clients + SPARE_CONNECTIONS)
-        settings = {"max_connections": str(connections)}
-        if not self.values["fsync"]:
-            settings["fsync"] = "off"
-        scale = int(self.values["scale"])
         try:
-            self.server = PrivateServer(self.workdir / "postgres", settings=settings)
+            self.server = PrivateServer(self.workdir / "postgres", settings=self._server_settings())
             self.postgres_version = self.server.version()
             self.server.start()
             self.server.create_database(DATABASE)
-            init_timeout = 60 + INIT_SECONDS_PER_SCALE * scale
-            self._pgbench(["-i", "-q", "-s", str(scale)], timeout=init_timeout)
+            pgbench = str(self.server.bin("pgbench"))
+            self.run_here([pgbench, *self.server.client_args(), *self._init_args()], self._init_timeout())
         except ToolMissing as exc:
             raise BenchmarkUnavailable(str(exc)) from exc
         except ServerFailed as exc:
@@ -105,28 +109,58 @@ class Pgbench(Benchmark):
         except CommandFailed as exc:
             raise BenchmarkFailed(str(exc), exc.output_tail) from exc
 
-    def run_once(self) -> list[Measurement]:
-        duration = int(self.values["duration"])
-        stdout = self._pgbench(
-            [
-                "-T", str(duration),
-                "-c", str(self.values["clients"]),
-                "-j", str(self.values["threads"]),
-                "-b", str(self.values["script"]),
-            ],
-            timeout=duration + RUN_OVERHEAD_SECONDS,
-        )
-        return parse_output(stdout)
-
-    def _pgbench(self, args: list[str], timeout: float) -> str:
-        """Run pgbench against our database; its stdout, or BenchmarkFailed with the error tail."""
+    def argv(self) -> list[str]:
         if self.server is None:
             raise BenchmarkFailed("pgbench: no PostgreSQL server (setup did not run)")
-        argv = [str(self.server.bin("pgbench")), *self.server.client_args(), *args, DATABASE]
-        try:
-            return run(argv, timeout=timeout).stdout
-        except CommandFailed as exc:
-            raise BenchmarkFailed(str(exc), exc.output_tail) from exc
+        return [str(self.server.bin("pgbench")), *self.server.client_args(), *self._run_args()]
+
+    def guest_setup(self) -> GuestSetup:
+        """Start the guest's server, load the data, and print the bin directory and version."""
+        client = " ".join(client_args(GUEST_PORT, ROOT_SERVER_USER))
+        script = start_script(GUEST_HOME, GUEST_PORT, self._server_settings(), 60 * GUEST_SLOWDOWN)
+        script += (
+            f'"$bindir/createdb" {client} {DATABASE}\n'
+            f'"$bindir/pgbench" {client} {" ".join(self._init_args())} > /dev/null\n'
+            'echo "$bindir"\n'
+            '"$bindir/postgres" --version\n'
+        )
+        return GuestSetup(["sh", "-c", script], 60 * GUEST_SLOWDOWN + GUEST_SLOWDOWN * self._init_timeout())
+
+    def guest_ready(self, output: CommandOutput) -> None:
+        self._guest_bindir, self.postgres_version = output.stdout.strip().splitlines()[-2:]
+
+    def guest_argv(self) -> list[str]:
+        pgbench = f"{self._guest_bindir}/pgbench"
+        return [pgbench, *client_args(GUEST_PORT, ROOT_SERVER_USER), *self._run_args()]
+
+    def timeout(self) -> float:
+        return int(self.values["duration"]) + RUN_OVERHEAD_SECONDS
+
+    def parse(self, output: CommandOutput) -> list[Measurement]:
+        return parse_output(output.stdout)
+
+    def _server_settings(self) -> dict[str, str]:
+        clients = int(self.values["clients"])
+        connections = max(SERVER_DEFAULT_MAX_CONNECTIONS, clients + SPARE_CONNECTIONS)
+        settings = {"max_connections": str(connections)}
+        if not self.values["fsync"]:
+            settings["fsync"] = "off"
+        return settings
+
+    def _init_args(self) -> list[str]:
+        return ["-i", "-q", "-s", str(self.values["scale"]), DATABASE]
+
+    def _init_timeout(self) -> float:
+        return 60 + INIT_SECONDS_PER_SCALE * int(self.values["scale"])
+
+    def _run_args(self) -> list[str]:
+        return [
+            "-T", str(self.values["duration"]),
+            "-c", str(self.values["clients"]),
+            "-j", str(self.values["threads"]),
+            "-b", str(self.values["script"]),
+            DATABASE,
+        ]  # fmt: skip
 
     def teardown(self) -> None:
         if self.server is not None:
@@ -135,3 +169,6 @@ class Pgbench(Benchmark):
 
     def settings(self) -> dict[str, Any]:
         return {"postgres_version": self.postgres_version}
+
+    def guest_settings(self) -> dict[str, Any]:
+        return self.settings()

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
-from perfline.benchmarks import Benchmark
+from perfline.benchmarks import BENCHMARKS, Benchmark
 from perfline.benchmarks.base import CommandBenchmark
 from perfline.jobs.spec import ACCELS, COMMAND_LINE, TARGETS, JobError, JobSpec, VmSpec
 from perfline.targets.kernels import KernelError, get_kernel
@@ -52,12 +52,13 @@ def vm_spec(
 def check_guest_job(
     benchmark: type[Benchmark], tunables: Mapping[str, Any], fail_for: FailFor
 ) -> None:
-    """What a VM cannot run yet: benchmarks that are more than one command, and
-    tunables, which perfline applies on this host and so would miss the guest."""
+    """What a VM cannot run yet: benchmarks whose repetition is more than one command,
+    and tunables, which perfline applies on this host and so would miss the guest."""
     if not issubclass(benchmark, CommandBenchmark):
+        runnable = [b.name for b in BENCHMARKS.all() if issubclass(b, CommandBenchmark)]
         raise fail_for("target")(
-            f"benchmark {benchmark.name!r} cannot run with target qemu: only benchmarks that "
-            "are one command (rcu-gp, cpu-latency, command) run in a VM so far"
+            f"benchmark {benchmark.name!r} cannot run with target qemu: only benchmarks whose "
+            f"repetition is one command run in a VM so far ({', '.join(runnable)})"
         )
     for kind in tunables:
         if kind not in GUEST_TUNABLES:

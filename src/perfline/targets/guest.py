@@ -1,10 +1,11 @@
 """A one-command benchmark run inside a VM that boots the case's kernel.
 
-GuestBenchmark wraps the real benchmark: set-up boots the VM, each repetition sends
-the benchmark's argv to the guest agent and parses the reply with the benchmark's own
-`parse`, tear-down powers the VM off. The run's fingerprint is the guest's: its
-kernel release, version, command line, config and sysctls, with this host's identity
-and CPU model, and the accelerator that ran it.
+GuestBenchmark wraps the real benchmark: set-up boots the VM (with a Debian root
+file system when the benchmark needs one) and runs the benchmark's guest set-up
+there, each repetition sends the benchmark's argv to the guest agent and parses the
+reply with the benchmark's own `parse`, tear-down powers the VM off. The run's
+fingerprint is the guest's: its kernel release, version, command line, config and
+sysctls, with this host's identity and CPU model, and the accelerator that ran it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from perfline.benchmarks import rootfs_packages
 from perfline.benchmarks.base import (
     Benchmark,
     BenchmarkFailed,
@@ -27,7 +29,7 @@ from perfline.fingerprint import Fingerprint
 from perfline.jobs.spec import Case
 from perfline.metric import Measurement
 from perfline.process import ToolMissing, tail
-from perfline.targets import initramfs, local
+from perfline.targets import initramfs, local, rootfs
 from perfline.targets.kernels import Kernel, KernelError, get_kernel
 from perfline.targets.qemu import GuestFailed, Vm, VmConfig, qemu_version
 
@@ -65,20 +67,27 @@ class GuestBenchmark(Benchmark):
         self.warn = warn
         self._vm: Vm | None = None
         self._kernel: Kernel | None = None
+        self._disk: Path | None = None
         self._fingerprint: Fingerprint | None = None
         self._qemu = ""
 
     def setup(self) -> None:
         try:
             self._kernel = get_kernel(self.spec.kernel)
-            image = initramfs.build(self.inner.executables())
             self._qemu = qemu_version()
-        except (KernelError, initramfs.InitramfsError, ToolMissing) as exc:
+            image, self._disk = self._boot_images(self._kernel)
+        except (KernelError, initramfs.InitramfsError, rootfs.RootfsError, ToolMissing) as exc:
             raise BenchmarkUnavailable(str(exc)) from exc
         directory = self.workdir / "vm"
         directory.mkdir(exist_ok=True)
         config = VmConfig(
-            self._kernel, image, self.cmdline, self.spec.cpus, self.spec.memory_mb, self.spec.accel
+            self._kernel,
+            image,
+            self.cmdline,
+            self.spec.cpus,
+            self.spec.memory_mb,
+            self.spec.accel,
+            disk=self._disk,
         )
         self._vm = Vm(config, directory)
         try:
@@ -88,9 +97,27 @@ class GuestBenchmark(Benchmark):
         for warning in self._vm.warnings:
             self.warn(warning)
         self._fingerprint = self._guest_fingerprint()
+        step = self.inner.guest_setup()
+        if step is not None:
+            output, status = self._run(step.argv, step.timeout_s)
+            if status != 0:
+                raise self.inner.failure(
+                    f"{self.inner.name} set-up in the VM exited with status {status}",
+                    tail(output.stderr or output.stdout),
+                )
+            self.inner.guest_ready(output)
+
+    def _boot_images(self, kernel: Kernel) -> tuple[Path, Path | None]:
+        """The initramfs and, when the benchmark needs one, the root disk (built if new)."""
+        if not self.inner.needs_rootfs:
+            return initramfs.build(self.inner.executables()), None
+        # Before the build, which takes minutes: a kernel that cannot mount it fails now.
+        boot_files = rootfs.initramfs_files(kernel)
+        disk = rootfs.build(rootfs.RootfsSpec(rootfs_packages()), progress=self.warn)
+        return initramfs.build([], extra=boot_files), disk
 
     def run_once(self) -> list[Measurement]:
-        argv = self.inner.argv()
+        argv = self.inner.guest_argv()
         output, status = self._run(argv, self.inner.timeout())
         if status != 0:
             raise self.inner.failure(
@@ -106,6 +133,8 @@ class GuestBenchmark(Benchmark):
     def settings(self) -> dict[str, Any]:
         assert self._vm is not None and self._kernel is not None
         return {
+            **self.inner.guest_settings(),
+            **({"vm_rootfs": self._disk.stem} if self._disk is not None else {}),
             "vm_accel": self._vm.accel,
             "vm_kernel": self._kernel.name,
             "vm_kernel_release": self._kernel.release,

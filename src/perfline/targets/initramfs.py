@@ -14,7 +14,7 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
@@ -37,9 +37,12 @@ def agent_script() -> bytes:
     return resources.files("perfline.targets").joinpath("guest_agent.sh").read_bytes()
 
 
-def build(executables: Iterable[Path], cache: Path | None = None) -> Path:
-    """The initramfs for these executables, built unless an identical one is cached."""
-    files = contents(executables)
+def build(
+    executables: Iterable[Path], cache: Path | None = None, extra: Mapping[str, bytes] | None = None
+) -> Path:
+    """The initramfs for these executables and `extra` files (guest path → content),
+    built unless an identical one is cached."""
+    files = {**contents(executables), **(extra or {})}
     digest = hashlib.sha256()
     for guest_path in sorted(files):
         digest.update(f"{guest_path}\0{len(files[guest_path])}\0".encode())

@@ -67,6 +67,9 @@ class VmConfig:
     cpus: int = 2
     memory_mb: int = 1024
     accel: str = "auto"
+    # A root file system image on virtio-blk. snapshot=on sends the guest's writes to a
+    # throwaway overlay, so the cached image stays as built and VMs can share it.
+    disk: Path | None = None
 
     @property
     def full_cmdline(self) -> str:
@@ -276,6 +279,8 @@ class Vm:
             "-kernel", str(config.kernel.image),
             "-initrd", str(config.initramfs),
             "-append", config.full_cmdline,
+            *(["-drive", f"file={str(config.disk).replace(',', ',,')},if=virtio,format=raw,snapshot=on"]
+              if config.disk is not None else []),
             "-nographic", "-no-reboot", "-nodefaults", "-monitor", "none",
             "-serial", f"file:{self.console_log}",
             "-chardev", f"socket,id=perfline,path={sock_path}",
