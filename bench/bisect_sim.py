@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
-from perfline.bisect import Bisection, Decision, Status
+from perfline.bisect import Bisection
 
 N_COMMITS = 1024
 STEP = 1.05
@@ -85,20 +85,11 @@ class Counted:
 
 
 def perfline(measure: Counted) -> int:
+    # The loop of `perfline bisect start` (bisect/driver.py) without builds and store.
     bisection = Bisection(N_COMMITS)
-    while True:
-        while (commit := bisection.next_probe()) is not None:
-            bisection.observe(commit, measure(commit))
-        if bisection.status() is not Status.FOUND:
-            break
-        ab = bisection.confirmation()
-        while (commit := ab.next_probe()) is not None:
-            value = measure(commit)
-            ab.observe(commit, value)
-            bisection.observe(commit, value)
-        measure.ab_runs += ab.result().runs
-        if ab.result().decision is Decision.CONFIRMED or bisection.next_probe() is None:
-            break
+    while (commit := bisection.next_probe()) is not None:
+        measure.ab_runs += bisection.confirming
+        bisection.observe(commit, measure(commit))
     return bisection.result().culprit
 
 

@@ -185,29 +185,73 @@ def test_confirmation_interleaves_abba_and_confirms_a_real_step() -> None:
     assert order == ([40, 41, 41, 40] * 4)[: len(order)]
     result = ab.result()
     assert result.decision is Decision.CONFIRMED
-    assert result.runs == len(order)
+    assert result.samples == len(order)
     assert result.ci_pct[0] < result.change_pct < result.ci_pct[1]
 
 
 def test_confirmation_rejects_a_culprit_that_equals_its_parent() -> None:
     # Both commits are on the bad side: the bisection was off by one.
     measure = step_measure(30, seed=9)
-    ab = ABConfirmation(40, 41, increase=True, max_pairs=6)
+    ab = ABConfirmation(40, 41, increase=True, max_samples=6)
     while (commit := ab.next_probe()) is not None:
         ab.observe(commit, measure(commit))
     assert ab.result().decision is Decision.NOT_CONFIRMED
-    assert ab.result().runs == 12
+    assert ab.result().samples == 12
 
 
-def test_bisection_continues_when_the_confirmation_samples_move_it() -> None:
-    bisection = Bisection(64)
-    measure = step_measure(20, seed=10)
-    run(bisection, measure)
-    ab = bisection.confirmation()
-    assert (ab.parent, ab.culprit) == (19, 20)
-    while (commit := ab.next_probe()) is not None:
-        value = measure(commit)
-        ab.observe(commit, value)
-        bisection.observe(commit, value)
+def test_confirmation_reuses_the_samples_at_the_two_commits_and_tops_up_the_fewer() -> None:
+    taken = [(40, 1.00), (41, 1.05), (7, 2.0), (40, 1.01)]  # commit 7 is neither side
+    ab = ABConfirmation(40, 41, increase=True, samples=taken)
+    assert ab.result().decision is Decision.PENDING and ab.result().samples == 3
+    assert ab.next_probe() == 41
+    ab.observe(41, 1.06)
     assert ab.result().decision is Decision.CONFIRMED
-    assert bisection.next_probe() is None
+    assert ab.next_probe() is None
+
+
+def test_the_bisection_runs_its_confirmation_on_the_samples_it_has() -> None:
+    confirming_runs = []
+    for seed in range(40):
+        culprit = int(np.random.default_rng([11, seed]).integers(1, 256))
+        bisection = Bisection(256)
+        measure = step_measure(culprit, seed)
+        confirming = 0
+        while (commit := bisection.next_probe()) is not None:
+            confirming += bisection.confirming
+            bisection.observe(commit, measure(commit))
+        result = bisection.result()
+        assert result.status is Status.FOUND
+        assert result.confirmation is not None
+        if result.culprit == culprit:
+            assert result.confirmation.decision is Decision.CONFIRMED
+        # The A/B judged the two commits on every sample there, counted in the runs.
+        at_pair = len(bisection.samples_at(result.parent)) + len(bisection.samples_at(result.culprit))
+        assert result.confirmation.samples == at_pair >= 4
+        confirming_runs.append(confirming)
+    # The end of a bisection measures the culprit and its parent anyway; an A/B of fresh
+    # samples took 6 runs on average here.
+    assert np.mean(confirming_runs) < 2.0
+
+
+def test_a_bisection_resumed_during_its_confirmation_continues_it() -> None:
+    measure = step_measure(20, seed=37)  # a seed whose A/B needs two runs of its own
+    original = Bisection(64)
+    taken: list[tuple[int, float]] = []
+    ab_runs = 0
+    while ab_runs < 1:
+        commit = original.next_probe()
+        assert commit is not None
+        ab_runs += original.confirming
+        taken.append((commit, measure(commit)))
+        original.observe(*taken[-1])
+    assert original.confirming  # killed here, between the A/B's two runs
+    resumed = Bisection(64)
+    for commit, value in taken:
+        resumed.observe(commit, value)
+    assert resumed.confirming
+    assert resumed.next_probe() == original.next_probe()
+    # (Compared field by field: a pending A/B's figures are NaN, never equal to themselves.)
+    before, after = original.result(), resumed.result()
+    assert (after.culprit, after.probability, after.runs) == (before.culprit, before.probability, before.runs)
+    assert before.confirmation is not None and after.confirmation is not None
+    assert after.confirmation.samples == before.confirmation.samples

@@ -4,6 +4,12 @@
 everything else from them, so a bisection interrupted at any point is resumed by
 replaying what the store recorded: the same samples give the same posterior and the same
 next probe. It never measures or builds anything itself.
+
+The confirmation A/B of the culprit against its parent is part of the same machine: once
+the posterior reaches its confidence, the next probes are the A/B's, and their samples
+count for the posterior like any other. So one loop of next_probe/observe runs the whole
+bisection, every run it makes is counted, and a resumed bisection continues an A/B
+where it stopped.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import numpy as np
 from scipy import stats
 
 from perfline.bisect import posterior as model
-from perfline.bisect.confirm import ABConfirmation
+from perfline.bisect.confirm import ABConfirmation, Confirmation, Decision
 from perfline.bisect.strategy import group_heads, group_posterior, halving_probe
 from perfline.metric import Direction
 
@@ -30,10 +36,6 @@ MIN_SEPARATION = 2.0
 # change. Deliberately low: wrongly refusing a real step costs the user more than a
 # bisection that ends on its budget with a low probability.
 NO_CHANGE_Z = 1.0
-# Samples the culprit and its parent need before the bisection may stop. In simulation
-# most wrong answers stopped on a single unlucky sample at one of the two; a second one
-# is cheap insurance.
-MIN_DECISIVE = 2
 # After this many runs without a decision, a quarter of the runs go to the endpoints. A
 # long bisection is almost always one whose endpoint samples were unlucky (a bad level
 # that looks halfway good), and the probes cannot correct that when the culprit is near
@@ -44,7 +46,7 @@ ENDPOINT_SHARE = 0.25
 
 class Status(StrEnum):
     RUNNING = "running"
-    FOUND = "found"  # the culprit's posterior reached the confidence
+    FOUND = "found"  # the culprit's posterior reached the confidence and the A/B decided
     BUDGET = "budget"  # max_runs spent first; the result is the best guess
     NO_CHANGE = "no-change"  # the endpoints do not differ beyond their noise
 
@@ -65,6 +67,8 @@ class BisectResult:
     ci_pct: tuple[float, float]  # 95%
     kind: Kind
     runs: int
+    # The A/B against the parent, from the moment the posterior reached the confidence.
+    confirmation: Confirmation | None
 
     @property
     def parent(self) -> int:
@@ -139,6 +143,7 @@ class Bisection:
         self._values: list[float] = []
         self._runs = 0
         self._derived: _State | None = None
+        self._ab: ABConfirmation | None = None
         for commit in untestable:
             self.mark_untestable(commit)
         for commit, value in prior_obs:
@@ -159,7 +164,7 @@ class Bisection:
         if commit in self._commits:
             raise ValueError(f"commit {commit} already has samples")
         self._testable[commit] = False
-        self._derived = None
+        self._forget_derived()
 
     def _add(self, commit: int, value: float) -> None:
         self._check_index(commit)
@@ -170,7 +175,10 @@ class Bisection:
             raise ValueError(f"sample values must be positive and finite, got {value!r}")
         self._commits.append(commit)
         self._values.append(float(value))
-        self._derived = None
+        self._forget_derived()
+
+    def _forget_derived(self) -> None:
+        self._derived, self._ab = None, None
 
     def _check_index(self, commit: int) -> None:
         if not 0 <= commit < self.n_commits:
@@ -216,22 +224,32 @@ class Bisection:
         heads = group_heads(self._testable)
         return tuple(int(k) for k in np.flatnonzero(heads == culprit) if k >= 1)
 
-    def _undermeasured(self) -> int | None:
-        """The parent or the culprit, if it has fewer than MIN_DECISIVE samples."""
-        culprit = int(np.argmax(self._grouped()))
-        parent = self._suspects(culprit)[0] - 1
-        for commit in (parent, culprit):
-            if len(self.samples_at(commit)) < MIN_DECISIVE:
-                return commit
-        return None
+    def _confident(self) -> bool:
+        return not self._in_endpoint_phase() and self._grouped().max() >= self.confidence
+
+    def _confirmation(self) -> ABConfirmation:
+        """The A/B of the most probable culprit against its parent, on every sample so far."""
+        if self._ab is None:
+            culprit = int(np.argmax(self._grouped()))
+            self._ab = ABConfirmation(
+                self._suspects(culprit)[0] - 1,
+                culprit,
+                increase=self._change(culprit)[0] > 0,
+                samples=zip(self._commits, self._values),
+            )
+        return self._ab
+
+    @property
+    def confirming(self) -> bool:
+        """Whether the next probe is one of the confirmation A/B's."""
+        return self.status() is Status.RUNNING and self._confident()
 
     def status(self) -> Status:
         state = self._state()
         if min(state.endpoint_counts) >= self.max_endpoint_runs and state.endpoint_z < NO_CHANGE_Z:
             return Status.NO_CHANGE
-        if not self._in_endpoint_phase():
-            if self._grouped().max() >= self.confidence and self._undermeasured() is None:
-                return Status.FOUND
+        if self._confident() and self._confirmation().result().decision is not Decision.PENDING:
+            return Status.FOUND
         if self._runs >= self.max_runs:
             return Status.BUDGET
         return Status.RUNNING
@@ -243,9 +261,8 @@ class Bisection:
         # Both endpoints first: they fix the levels and the noise every probe is judged by.
         if self._in_endpoint_phase():
             return self._fewer_endpoint()
-        lacking = self._undermeasured() if self._grouped().max() >= self.confidence else None
-        if lacking is not None:
-            return lacking
+        if self._confident():
+            return self._confirmation().next_probe()
         at_endpoints = sum(self._state().endpoint_counts)
         if self._runs >= STUCK_RUNS and at_endpoints < ENDPOINT_SHARE * self._runs:
             return self._fewer_endpoint()
@@ -265,6 +282,7 @@ class Bisection:
             ci_pct=ci_pct,
             kind=_kind(change_pct, self.direction),
             runs=self._runs,
+            confirmation=self._confirmation().result() if self._confident() else None,
         )
 
     def _change(self, culprit: int) -> tuple[float, tuple[float, float]]:
@@ -277,21 +295,3 @@ class Bisection:
         step = levels.bad - levels.good
         half = float(stats.t.ppf(0.975, levels.dof)) * levels.step_stderr
         return model.percent(step), (model.percent(step - half), model.percent(step + half))
-
-    def confirmation(
-        self, *, min_pairs: int = 2, max_pairs: int = 8, alpha: float = 0.05
-    ) -> ABConfirmation:
-        """The interleaved A/B of the most probable culprit against its parent.
-
-        Hand its samples to `observe` as well: if they move the posterior, the
-        bisection is running again and `next_probe` says where.
-        """
-        result = self.result()
-        return ABConfirmation(
-            result.parent,
-            result.culprit,
-            increase=result.change_pct > 0,
-            min_pairs=min_pairs,
-            max_pairs=max_pairs,
-            alpha=alpha,
-        )

@@ -1,19 +1,23 @@
-"""Confirmation of a bisected culprit: an interleaved A/B against its parent.
+"""Confirmation of a bisected culprit: an A/B against its parent.
 
 The posterior rests on a model: one clean step, the same noise everywhere, a machine
 that does not drift while the bisection runs. The A/B checks the answer without that
-model. It measures parent (A) and culprit (B) afresh in ABBA order, so that a slow drift
-of the machine hits both alike, and asks a plain two-sample test whether the culprit
-differs from its parent in the direction the bisection found. Only fresh samples count:
-the bisection's own samples at these two commits are the ones that made it pick them, so
-they would confirm their own selection.
+model: a plain two-sample test of the culprit's samples against its parent's, one-sided
+in the direction the bisection found, that uses no sample of any other commit and no
+estimate of the levels.
 
-The fresh samples are ordinary samples too; the caller also hands them to the
-`Bisection`, which keeps going if they move its posterior.
+It uses every sample already taken at the two commits and takes only the ones still
+missing, alternately (ABBA: a linear drift then adds the same to both sides). The end of
+a bisection measures these two commits anyway, so most of the A/B's samples are already
+there when the posterior reaches its confidence. They are the samples that made the
+bisection choose the pair, so the A/B is not an independent replication: what it adds
+is the test without the model, which rejects a pair whose own samples do not differ
+(for example when the levels the model learnt elsewhere drifted).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -39,16 +43,17 @@ class Confirmation:
     change_pct: float  # culprit vs parent, trimmed means of the logs
     ci_pct: tuple[float, float]  # 95%
     p_value: float  # one-sided, in the direction the bisection found
-    runs: int  # fresh runs taken by the A/B
+    samples: int  # at the parent and the culprit together, the ones the test used
 
 
 class ABConfirmation:
-    """Interleaved A/B of `culprit` against `parent`; drive it with next_probe/observe.
+    """A/B of `culprit` against `parent`, on `samples` (commit, value) and what follows.
 
     `increase` is the direction the bisection found (the culprit's level is higher).
     The test is one-sided at `alpha`: the bisection already stands at 99.5%, and the A/B
     is there to catch a drift or a change that is not a step, which show up as no
-    difference or the wrong sign, not as a borderline p-value.
+    difference or the wrong sign, not as a borderline p-value. It is judged once both
+    sides have `min_samples`, and gives up when both have `max_samples`.
     """
 
     def __init__(
@@ -56,17 +61,21 @@ class ABConfirmation:
         parent: int,
         culprit: int,
         increase: bool,
+        samples: Iterable[tuple[int, float]] = (),
         *,
-        min_pairs: int = 2,
-        max_pairs: int = 8,
+        min_samples: int = 2,
+        max_samples: int = 8,
         alpha: float = 0.05,
     ) -> None:
         if parent == culprit:
             raise ValueError("parent and culprit must differ")
         self.parent, self.culprit, self.increase = parent, culprit, increase
-        self.min_pairs, self.max_pairs, self.alpha = min_pairs, max_pairs, alpha
-        self._order: list[int] = []
+        self.min_samples, self.max_samples, self.alpha = max(min_samples, 2), max_samples, alpha
+        self._last: int | None = None
         self._samples: dict[int, list[float]] = {parent: [], culprit: []}
+        for commit, value in samples:
+            if commit in self._samples:
+                self.observe(commit, value)
 
     def observe(self, commit: int, value: float) -> None:
         if commit not in self._samples:
@@ -74,28 +83,23 @@ class ABConfirmation:
         if not value > 0 or not np.isfinite(value):
             raise ValueError(f"sample values must be positive and finite, got {value!r}")
         self._samples[commit].append(value)
-        self._order.append(commit)
+        self._last = commit
 
     def next_probe(self) -> int | None:
-        if len(self._order) % 2 == 0 and self.result().decision is not Decision.PENDING:
+        """The side with fewer samples; on a tie the side measured last, which makes ABBA."""
+        if self.result().decision is not Decision.PENDING:
             return None
-        # ABBA: A B | B A | A B ... a linear drift then adds the same to both sides.
-        position = len(self._order)
-        first, second = (self.parent, self.culprit) if position // 2 % 2 == 0 else (
-            self.culprit,
-            self.parent,
-        )
-        return first if position % 2 == 0 else second
+        a, b = len(self._samples[self.parent]), len(self._samples[self.culprit])
+        if a != b:
+            return self.parent if a < b else self.culprit
+        return self._last if self._last is not None else self.parent
 
     def result(self) -> Confirmation:
         a = np.log(np.asarray(self._samples[self.parent], dtype=float))
         b = np.log(np.asarray(self._samples[self.culprit], dtype=float))
-        runs = len(a) + len(b)
-        pairs = min(len(a), len(b))
-        # Judged at whole pairs only, so that both sides saw the same stretch of drift.
-        if len(a) != len(b) or pairs < max(self.min_pairs, 2):
+        if min(len(a), len(b)) < self.min_samples:
             nan = float("nan")
-            return Confirmation(Decision.PENDING, nan, (nan, nan), nan, runs)
+            return Confirmation(Decision.PENDING, nan, (nan, nan), nan, len(a) + len(b))
         test = stats.ttest_ind(b, a, equal_var=False, trim=TRIM)
         ci = test.confidence_interval(0.95)
         t_toward = test.statistic if self.increase else -test.statistic
@@ -103,8 +107,9 @@ class ABConfirmation:
         diff = float(stats.trim_mean(b, TRIM) - stats.trim_mean(a, TRIM))
         if p < self.alpha:
             decision = Decision.CONFIRMED
-        elif pairs >= self.max_pairs:
+        elif min(len(a), len(b)) >= self.max_samples:
             decision = Decision.NOT_CONFIRMED
         else:
             decision = Decision.PENDING
-        return Confirmation(decision, percent(diff), (percent(ci.low), percent(ci.high)), p, runs)
+        change = (percent(ci.low), percent(ci.high))
+        return Confirmation(decision, percent(diff), change, p, len(a) + len(b))

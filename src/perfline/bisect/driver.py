@@ -2,7 +2,9 @@
 
 Every build result and sample is committed before the next decision, and the state
 machine derives everything from them, so resuming after Ctrl-C or SIGKILL continues
-exactly where the last committed sample left off.
+exactly where the last committed sample left off, in the bisection or in its
+confirmation A/B alike: both are the one loop over `Bisection.next_probe`, the loop that
+bench/bisect_sim.py runs.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from perfline.bisect.bisection import Bisection, BisectResult, Status
-from perfline.bisect.confirm import ABConfirmation, Confirmation, Decision
+from perfline.bisect.bisection import Bisection, BisectResult
+from perfline.bisect.confirm import Confirmation, Decision
 from perfline.bisect.worktree import Builder, Commit
 from perfline.metric import Direction
 from perfline.store import Store
@@ -39,8 +41,11 @@ class Measure(Protocol):
 class Outcome:
     record: BisectionRecord
     result: BisectResult
-    confirmation: Confirmation | None
     builds: int  # commits built for this bisection
+
+    @property
+    def confirmation(self) -> Confirmation | None:
+        return self.result.confirmation
 
     def culprit(self) -> str:
         return self.record.spec.commits[self.result.culprit]
@@ -53,7 +58,7 @@ class Outcome:
             "probability": r.probability,
             "change_pct": change,
             "ci_pct": list(ci),
-            "runs": r.runs + (c.runs if c else 0),
+            "runs": r.runs,
             "builds": self.builds,
             "status": r.status.value,
             "kind": r.kind.value,
@@ -64,7 +69,7 @@ class Outcome:
             },
             "confirmation": None if c is None else {
                 "decision": c.decision.value, "change_pct": c.change_pct,
-                "ci_pct": list(c.ci_pct), "p_value": c.p_value, "runs": c.runs,
+                "ci_pct": list(c.ci_pct), "p_value": c.p_value, "samples": c.samples,
             },
         }
 
@@ -72,20 +77,17 @@ class Outcome:
 Progress = Callable[[str, int, float], None]  # (event, runs so far, top posterior)
 
 
-def replay(store: Store, record: BisectionRecord) -> tuple[Bisection, list[BisectSample]]:
-    """The state machine rebuilt from the store, and the confirmation samples so far."""
+def replay(store: Store, record: BisectionRecord) -> Bisection:
+    """The state machine rebuilt from the store: its untestable commits and samples."""
     spec = record.spec
     bisection = Bisection(len(spec.commits), Direction(spec.direction), max_runs=spec.max_runs)
     for build in store.bisect_builds(record.id):
         if not build.ok and build.commit_index not in (0, len(spec.commits) - 1):
             bisection.mark_untestable(build.commit_index)
-    confirming = []
+    # Confirmation samples are samples of the bisection too, in the order they were taken.
     for sample in store.bisect_samples(record.id):
-        if sample.phase == BISECT:
-            bisection.observe(sample.commit_index, sample.value)
-        else:
-            confirming.append(sample)
-    return bisection, confirming
+        bisection.observe(sample.commit_index, sample.value)
+    return bisection
 
 
 def drive(
@@ -97,7 +99,7 @@ def drive(
     progress: Progress = lambda event, runs, top: None,
 ) -> Outcome:
     record = store.bisection(bisection_id)
-    bisection, confirming = replay(store, record)
+    bisection = replay(store, record)
     built = {b.commit_index: b.ok for b in store.bisect_builds(record.id)}
 
     def ready(index: int) -> bool:
@@ -123,8 +125,9 @@ def drive(
             bisection.mark_untestable(probe)
             progress(f"{commits[probe].sha[:12]} does not build: untestable", bisection.runs, 0.0)
             continue
+        phase = CONFIRM if bisection.confirming else BISECT
         try:
-            value = sample(probe, BISECT)
+            value = sample(probe, phase)
         except MeasureFailed as exc:
             if bisection.samples_at(probe) or probe in (0, len(commits) - 1):
                 raise BisectError(f"measuring {commits[probe].sha[:12]} failed: {exc}") from exc
@@ -132,21 +135,12 @@ def drive(
             bisection.mark_untestable(probe)
             continue
         bisection.observe(probe, value)
-        progress(f"{commits[probe].sha[:12]} = {value:.6g}", bisection.runs, float(bisection.posterior().max()))
+        event = f"{'A/B: ' if phase == CONFIRM else ''}{commits[probe].sha[:12]} = {value:.6g}"
+        progress(event, bisection.runs, float(bisection.posterior().max()))
 
     result = bisection.result()
-    confirmation = None
-    if result.status in (Status.FOUND, Status.BUDGET):
-        check = ABConfirmation(result.parent, result.culprit, increase=result.change_pct > 0)
-        for done in confirming:
-            check.observe(done.commit_index, done.value)
-        while (probe := check.next_probe()) is not None:
-            ready(probe)
-            check.observe(probe, sample(probe, CONFIRM))
-            progress(f"confirming {commits[probe].sha[:12]}", bisection.runs, result.probability)
-        confirmation = check.result()
     # Builds: commits that needed one (a worktree already built by an earlier bisection
     # of the same range counts, though it cost nothing this time).
-    outcome = Outcome(record, result, confirmation, len(built))
+    outcome = Outcome(record, result, len(built))
     store.finish_bisection(record.id, result.status.value, outcome.to_json())
-    return Outcome(store.bisection(record.id), result, confirmation, len(built))
+    return Outcome(store.bisection(record.id), result, len(built))

@@ -126,7 +126,7 @@ def status(bisection_id: Annotated[Optional[int], typer.Argument(help="Bisection
 
     store = open_store()
     record = _record(store, bisection_id)
-    bisection, _ = replay(store, record)
+    bisection = replay(store, record)
     commits = _commits(record)
     posterior = bisection.posterior()
     console.print(f"bisection {record.id} ({record.status}): {len(commits)} commits, {bisection.runs} runs "
@@ -405,7 +405,7 @@ def _print_outcome(outcome: Outcome, commits: list[Commit]) -> None:
                   f"status {outcome.result.status.value}")
     if outcome.confirmation is not None:
         c = outcome.confirmation
-        console.print(f"  interleaved A/B against its parent: {c.decision.value}, {c.change_pct:+.2f}% "
-                      f"[{c.ci_pct[0]:+.2f}, {c.ci_pct[1]:+.2f}], p={c.p_value:.2g}, {c.runs} runs")
+        console.print(f"  A/B against its parent: {c.decision.value}, {c.change_pct:+.2f}% "
+                      f"[{c.ci_pct[0]:+.2f}, {c.ci_pct[1]:+.2f}], p={c.p_value:.2g}, {c.samples} samples")
     console.print(f"  {document['runs']} benchmark runs, {outcome.builds} builds; "
                   f"`perfline bisect log {outcome.record.id}` lists every probe")
