@@ -14,12 +14,17 @@ Datasets:
 
 "false alarms/1000" counts detections farther than the margin from every true (or
 annotated) change point, per 1000 points. "seconds" is the detector's own time summed
-over the dataset. Last, one 10,000-point series is timed for every method.
+over the dataset. Last, one 10,000-point series is timed for every method the issue
+names (not for the extra rows below).
 
 Baselines (bench/changepoint_baselines.py): the zero detector, ruptures Pelt and Binseg
 with a BIC penalty, apache-otava and signal-processing-algorithms' E-Divisive with
 their defaults. The last two cannot be installed next to perfline (conflicting numpy
 pins) and run from their own venvs: bench/setup_changepoint_baselines.sh.
+
+--rates adds perfline at looser false-alarm rates; --trend-reference adds a
+piecewise-linear detector whose penalty was picked on TCPD (what modelling trends buys
+there and costs on performance series; docs/statistics.md, "Where TCPD is lost").
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -202,16 +208,25 @@ class Method:
     name: str
     run: Runner | None
     unavailable: str = ""
+    # Variants of a timed method, or references outside the issue's list, are not timed
+    # on the long series.
+    timed: bool = True
     timed_run: Callable[[list[Case], float], list[tuple[list[int], float]]] | None = None
 
 
-def _perfline(cases: list[Case]) -> list[tuple[list[int], float]]:
-    results = []
-    for case in cases:
-        start = time.perf_counter()
-        found = [cp.index for cp in detect(case.points)]
-        results.append((found, time.perf_counter() - start))
-    return results
+def _perfline(false_alarm_rate: float | None = None) -> Runner:
+    """The detector at its default false-alarm rate, or at the given one."""
+    detector = detect if false_alarm_rate is None else partial(detect, false_alarm_rate=false_alarm_rate)
+
+    def run(cases: list[Case]) -> list[tuple[list[int], float]]:
+        results = []
+        for case in cases:
+            start = time.perf_counter()
+            found = [cp.index for cp in detector(case.points)]
+            results.append((found, time.perf_counter() - start))
+        return results
+
+    return run
 
 
 def _without_missing(case: Case) -> tuple[np.ndarray, np.ndarray]:
@@ -272,13 +287,18 @@ def _ruptures_method(label: str, name: str) -> Method:
 
 
 def methods(args: argparse.Namespace) -> list[Method]:
+    looser = [Method(f"perfline at {rate:g}", _perfline(rate), timed=False) for rate in args.rates]
+    trend = _ruptures_method("ruptures linear 30xBIC", "ruptures-linear")
+    reference = [replace(trend, timed=False)] if args.trend_reference else []
     return [
-        Method("perfline", _perfline),
+        Method("perfline", _perfline()),
+        *looser,
         _venv_method("otava", "otava", args.otava_python, "apache-otava"),
         _venv_method("e-divisive", "edivisive", args.edivisive_python, "signal-processing-algorithms"),
         _ruptures_method("ruptures Pelt BIC", "ruptures-pelt"),
         _ruptures_method("ruptures Binseg BIC", "ruptures-binseg"),
         Method("zero", _in_process("zero")),
+        *reference,
     ]
 
 
@@ -334,7 +354,7 @@ def print_timing(all_methods: list[Method], case: Case, limit: float) -> None:
     print(f"\n{len(case.points):,}-point series ({len(case.annotations['truth'])} steps, t noise, AR 0.2):")
     times: dict[str, float] = {}
     for method in all_methods:
-        if method.run is None or method.name == "zero":
+        if method.run is None or method.name == "zero" or not method.timed:
             continue
         try:
             runs = method.timed_run([case] * 3, limit) if method.timed_run else method.run([case] * 3)
@@ -358,6 +378,14 @@ def main() -> None:
     parser.add_argument("--edivisive-python", type=Path, default=REPO / ".venv/eval/edivisive/bin/python")
     parser.add_argument("--only", nargs="*", help="run only these methods")
     parser.add_argument("--details", action="store_true", help="print per-series F1 of perfline")
+    parser.add_argument(
+        "--rates", nargs="*", type=float, default=[], help="also run perfline at these (looser) false-alarm rates"
+    )
+    parser.add_argument(
+        "--trend-reference",
+        action="store_true",
+        help="also run piecewise-linear Pelt (penalty picked on TCPD): what modelling trends buys",
+    )
     args = parser.parse_args()
 
     datasets = {
