@@ -10,9 +10,14 @@ noise Gaussian with sd 1%, 2% or 3%, or Student-t with 3 degrees of freedom and 
 count. "exact" is the share of trials whose answer is the culprit itself.
 
 Methods:
-  perfline     Bayesian bisection (src/perfline/bisect), stopping at posterior 0.995,
-               then an interleaved A/B against the parent; its runs count too, and if
-               the A/B does not confirm, the bisection continues with those samples.
+  perfline     Bayesian bisection (src/perfline/bisect) through the loop of `perfline
+               bisect start` (Bisection.next_probe/observe, without builds and store):
+               halving probes until the posterior reaches 0.995, then the A/B of the
+               culprit against its parent, on the samples already taken at the two and
+               the missing ones (2 a side at least) taken alternately. Every run counts,
+               endpoints and A/B included; "of which A/B" are the runs taken while the
+               A/B was deciding. A sample that moves the posterior below 0.995 sends the
+               bisection back to probing.
   git-bisect   `git bisect run` with a script that runs the benchmark once and says
                bad above a threshold midway between the two true levels (the best case:
                the user knows both levels exactly). Endpoints are not run.
