@@ -1,8 +1,9 @@
 """Noise-aware bisection of a performance change to the commit that caused it.
 
 `Bisection` is the pure core: it turns recorded samples into a posterior over the first
-bad commit and says which commit to measure next; `ABConfirmation` checks the culprit
-against its parent afterwards. Building commits and running benchmarks is the caller's.
+bad commit and says which commit to measure next, the probes of its `ABConfirmation`
+of the culprit against its parent included. Building commits and running benchmarks is
+the caller's.
 See docs/bisect.md.
 
 The names below are loaded on first use (PEP 562): the core needs scipy, which costs a
