@@ -18,6 +18,12 @@ Methods:
                endpoints and A/B included; "of which A/B" are the runs taken while the
                A/B was deciding. A sample that moves the posterior below 0.995 sends the
                bisection back to probing.
+  perfline+history
+               the same, started with 5 stored samples at each endpoint that are not
+               runs of the bisection (`perfline bisect start --job` takes the stored
+               runs of the job's case at the good and bad commits: a regression that
+               `perfline detect` or `compare` found has them). They are drawn from the
+               same noise, i.e. the machine has not drifted since.
   git-bisect   `git bisect run` with a script that runs the benchmark once and says
                bad above a threshold midway between the two true levels (the best case:
                the user knows both levels exactly). Endpoints are not run.
@@ -57,7 +63,8 @@ NOISES: dict[str, tuple[str, float]] = {
     "gauss 3%": ("gauss", 0.03),
     "t(3) 2%": ("t3", 0.02),
 }
-METHODS = ("perfline", "git-bisect", "asv-find", "pinpoint")
+METHODS = ("perfline", "perfline+history", "git-bisect", "asv-find", "pinpoint")
+HISTORY_SAMPLES = 5  # per endpoint, for perfline+history
 
 Measure = Callable[[int], float]
 
@@ -89,9 +96,11 @@ class Counted:
         return self.measure(commit)
 
 
-def perfline(measure: Counted) -> int:
+def perfline(measure: Counted, history: int = 0) -> int:
     # The loop of `perfline bisect start` (bisect/driver.py) without builds and store.
-    bisection = Bisection(N_COMMITS)
+    # Stored samples come from the uncounted measure: they were taken before.
+    prior = [(k, measure.measure(k)) for k in (0, N_COMMITS - 1) for _ in range(history)]
+    bisection = Bisection(N_COMMITS, prior_obs=prior)
     while (commit := bisection.next_probe()) is not None:
         measure.ab_runs += bisection.confirming
         bisection.observe(commit, measure(commit))
@@ -189,6 +198,7 @@ def pinpoint(measure: Counted, batch: int = 10, cap: int = 40) -> int:
 
 RULES: dict[str, Callable[[Counted], int]] = {
     "perfline": perfline,
+    "perfline+history": lambda measure: perfline(measure, HISTORY_SAMPLES),
     "git-bisect": git_bisect,
     "asv-find": asv_find,
     "pinpoint": pinpoint,
@@ -223,9 +233,10 @@ def main(argv: list[str] | None = None) -> int:
         outcomes = list(pool.map(run_trial, tasks, chunksize=max(1, trials // 20)))
     elapsed = time.perf_counter() - started
 
-    print(f"{trials} trials per row; N = {N_COMMITS} commits, 5% step; runs include endpoints")
+    print(f"{trials} trials per row; N = {N_COMMITS} commits, 5% step; runs include endpoints"
+          f" (not perfline+history's {HISTORY_SAMPLES} stored samples at each)")
     print(
-        f"{'noise':<10} {'method':<11} {'exact':>8} {'mean runs':>10} {'p90 runs':>9}"
+        f"{'noise':<10} {'method':<16} {'exact':>8} {'mean runs':>10} {'p90 runs':>9}"
         f" {'of which A/B':>13}"
     )
     for cell in range(len(NOISES) * len(METHODS)):
@@ -233,9 +244,9 @@ def main(argv: list[str] | None = None) -> int:
         noise, method = tasks[cell * trials][1], tasks[cell * trials][3]
         exact = 100.0 * np.mean([o.exact for o in chunk])
         runs = np.array([o.runs for o in chunk])
-        ab = f"{np.mean([o.ab_runs for o in chunk]):>13.1f}" if method == "perfline" else ""
+        ab = f"{np.mean([o.ab_runs for o in chunk]):>13.1f}" if method.startswith("perfline") else ""
         print(
-            f"{noise:<10} {method:<11} {exact:>7.1f}% {runs.mean():>10.1f} "
+            f"{noise:<10} {method:<16} {exact:>7.1f}% {runs.mean():>10.1f} "
             f"{np.percentile(runs, 90):>9.0f} {ab}".rstrip()
         )
     print(f"{elapsed:.0f} s on {args.jobs} processes")

@@ -161,3 +161,45 @@ def test_sigkill_then_resume_repeats_no_measurement(repo: tuple[Path, list[str]]
             "SELECT commit_index, count(*) FROM bisect_builds GROUP BY commit_index HAVING count(*) > 1"
         ).fetchall()
     assert per_commit == [] and builds_before > 0  # no commit was built twice
+
+
+JOB = """\
+name: bench
+benchmark: command
+params:
+  cmd: $PERFLINE_TREE/bench
+"""
+
+
+def test_stored_runs_at_the_endpoints_are_the_bisections_history(
+    repo: tuple[Path, list[str]], tmp_path: Path, env: None
+) -> None:
+    path, shas = repo
+    db, job = tmp_path / "db", tmp_path / "job.yaml"
+    job.write_text(JOB)
+    # The user measured both ends before (how the regression was found), naming the bad
+    # one by an abbreviated sha, as --kernel-commit allows.
+    for sha, named in ((shas[0], shas[0]), (shas[-1], shas[-1][:10])):
+        tree = tmp_path / f"tree-{sha[:8]}"
+        tree.mkdir()
+        archive = subprocess.run(["git", "-C", str(path), "archive", sha], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        subprocess.run(["cc", "-O1", "-o", "bench", "bench.c"], cwd=tree, check=True)
+        subprocess.run([sys.executable, "-m", "perfline", "--db", str(db), "run", str(job), "--repeat", "5",
+                        "--no-monitors", "--kernel-commit", named],
+                       env={**os.environ, "PERFLINE_TREE": str(tree)}, capture_output=True, check=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "perfline", "--db", str(db), "bisect", "start", "--repo", str(path),
+                           "--good", shas[0], "--bad", shas[-1], "--build", "cc -O1 -o bench bench.c",
+                           "--job", str(job), "--metric", "command.value", "--max-runs", "150", "--json"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "history: 5 stored samples of command.value at the good commit (runs 1)" in proc.stderr
+    assert "history: 5 stored samples of command.value at the bad commit (runs 2)" in proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["culprit"] == shas[CULPRIT]
+    with sqlite3.connect(db) as connection:
+        phases = dict(connection.execute("SELECT phase, count(*) FROM bisect_samples GROUP BY phase").fetchall())
+        history = connection.execute("SELECT commit_index, run_id FROM bisect_samples WHERE phase = 'history'").fetchall()
+    assert sorted(set(history)) == [(0, 1), (COMMITS - 1, 2)] and len(history) == 10
+    # The stored samples are evidence, not runs of this bisection.
+    assert result["runs"] == phases["bisect"] + phases.get("confirm", 0)

@@ -255,3 +255,38 @@ def test_a_bisection_resumed_during_its_confirmation_continues_it() -> None:
     assert (after.culprit, after.probability, after.runs) == (before.culprit, before.probability, before.runs)
     assert before.confirmation is not None and after.confirmation is not None
     assert after.confirmation.samples == before.confirmation.samples
+
+
+def test_stored_samples_at_the_endpoints_are_evidence_but_not_runs_nor_ab_samples() -> None:
+    measure = step_measure(1, seed=5)  # the culprit is the first commit after good
+    history = [(0, measure(0)) for _ in range(5)] + [(63, measure(63)) for _ in range(5)]
+    bisection = Bisection(64, prior_obs=history)
+    # Both levels are known already: the first probe is a bisecting one, not an endpoint run.
+    assert bisection.next_probe() not in (0, 63)
+    run(bisection, measure)
+    result = bisection.result()
+    assert result.culprit == 1 and result.status is Status.FOUND
+    assert result.runs == sum(len(bisection.samples_at(k)) for k in range(64)) - len(history)
+    # The A/B of commit 1 against commit 0 measured commit 0 afresh: the 5 stored samples
+    # there are not part of it.
+    assert result.confirmation is not None
+    fresh_at_pair = len(bisection.samples_at(0)) - 5 + len(bisection.samples_at(1))
+    assert result.confirmation.samples == fresh_at_pair
+
+
+def test_history_saves_the_runs_the_endpoints_would_take() -> None:
+    runs: dict[bool, list[int]] = {False: [], True: []}
+    hits = 0
+    for seed in range(30):
+        culprit = int(np.random.default_rng([13, seed]).integers(1, 256))
+        for with_history in (False, True):
+            measure = step_measure(culprit, seed)
+            history = [(k, measure(k)) for k in (0, 255) for _ in range(5)] if with_history else []
+            bisection = Bisection(256, prior_obs=history)
+            run(bisection, measure)
+            hits += bisection.result().culprit == culprit
+            runs[with_history].append(bisection.runs)
+    assert hits >= 58
+    # At least the 6 endpoint runs of a bisection from scratch; mostly more, since the
+    # levels are known better than 3 runs a side would.
+    assert np.mean(runs[True]) < np.mean(runs[False]) - 4

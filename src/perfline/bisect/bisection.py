@@ -118,7 +118,9 @@ class Bisection:
     """Bayesian bisection of commits 0 (good) .. n_commits-1 (bad) under noise.
 
     `prior_obs` are samples recorded before this bisection (e.g. stored runs of an
-    endpoint): they are evidence like any other but do not count as runs.
+    endpoint): evidence for the posterior like any other, but they do not count as runs
+    and the confirmation A/B does not use them. The A/B is there to catch a machine
+    whose level moved, and samples from another day are the ones most likely to have.
     """
 
     def __init__(
@@ -141,19 +143,20 @@ class Bisection:
         self._testable = np.ones(n_commits, dtype=bool)
         self._commits: list[int] = []
         self._values: list[float] = []
+        self._prior: list[bool] = []  # per sample: recorded before this bisection
         self._runs = 0
         self._derived: _State | None = None
         self._ab: ABConfirmation | None = None
         for commit in untestable:
             self.mark_untestable(commit)
         for commit, value in prior_obs:
-            self._add(commit, value)
+            self._add(commit, value, prior=True)
 
     # -- inputs ---------------------------------------------------------------------
 
     def observe(self, commit: int, value: float) -> None:
         """Record one sample of the metric at `commit` (one benchmark run)."""
-        self._add(commit, value)
+        self._add(commit, value, prior=False)
         self._runs += 1
 
     def mark_untestable(self, commit: int) -> None:
@@ -166,7 +169,7 @@ class Bisection:
         self._testable[commit] = False
         self._forget_derived()
 
-    def _add(self, commit: int, value: float) -> None:
+    def _add(self, commit: int, value: float, prior: bool) -> None:
         self._check_index(commit)
         if not self._testable[commit]:
             raise ValueError(f"commit {commit} is marked untestable")
@@ -175,6 +178,7 @@ class Bisection:
             raise ValueError(f"sample values must be positive and finite, got {value!r}")
         self._commits.append(commit)
         self._values.append(float(value))
+        self._prior.append(prior)
         self._forget_derived()
 
     def _forget_derived(self) -> None:
@@ -195,7 +199,11 @@ class Bisection:
         return tuple(int(k) for k in np.flatnonzero(~self._testable))
 
     def samples_at(self, commit: int) -> list[float]:
+        """Every sample at `commit`, recorded before this bisection or taken by it."""
         return [v for k, v in zip(self._commits, self._values) if k == commit]
+
+    def _fresh(self) -> list[Observation]:
+        return [(k, v) for k, v, prior in zip(self._commits, self._values, self._prior) if not prior]
 
     def _state(self) -> _State:
         if self._derived is None:
@@ -228,14 +236,14 @@ class Bisection:
         return not self._in_endpoint_phase() and self._grouped().max() >= self.confidence
 
     def _confirmation(self) -> ABConfirmation:
-        """The A/B of the most probable culprit against its parent, on every sample so far."""
+        """The A/B of the most probable culprit against its parent, on this bisection's samples."""
         if self._ab is None:
             culprit = int(np.argmax(self._grouped()))
             self._ab = ABConfirmation(
                 self._suspects(culprit)[0] - 1,
                 culprit,
                 increase=self._change(culprit)[0] > 0,
-                samples=zip(self._commits, self._values),
+                samples=self._fresh(),
             )
         return self._ab
 

@@ -21,7 +21,8 @@ from perfline.metric import Direction
 from perfline.store import Store
 from perfline.store.bisections import BisectBuild, BisectionRecord, BisectSample
 
-BISECT, CONFIRM = "bisect", "confirm"
+# HISTORY: a stored run's sample at an endpoint, recorded when the bisection started.
+BISECT, CONFIRM, HISTORY = "bisect", "confirm", "history"
 
 
 class BisectError(RuntimeError):
@@ -80,13 +81,16 @@ Progress = Callable[[str, int, float], None]  # (event, runs so far, top posteri
 def replay(store: Store, record: BisectionRecord) -> Bisection:
     """The state machine rebuilt from the store: its untestable commits and samples."""
     spec = record.spec
-    bisection = Bisection(len(spec.commits), Direction(spec.direction), max_runs=spec.max_runs)
-    for build in store.bisect_builds(record.id):
-        if not build.ok and build.commit_index not in (0, len(spec.commits) - 1):
-            bisection.mark_untestable(build.commit_index)
+    samples = store.bisect_samples(record.id)
+    untestable = [b.commit_index for b in store.bisect_builds(record.id)
+                  if not b.ok and b.commit_index not in (0, len(spec.commits) - 1)]
+    bisection = Bisection(len(spec.commits), Direction(spec.direction), max_runs=spec.max_runs,
+                          untestable=untestable,
+                          prior_obs=[(s.commit_index, s.value) for s in samples if s.phase == HISTORY])
     # Confirmation samples are samples of the bisection too, in the order they were taken.
-    for sample in store.bisect_samples(record.id):
-        bisection.observe(sample.commit_index, sample.value)
+    for sample in samples:
+        if sample.phase != HISTORY:
+            bisection.observe(sample.commit_index, sample.value)
     return bisection
 
 

@@ -28,7 +28,8 @@ from perfline.metric import Direction, Measurement
 from perfline.process import ToolMissing, tail
 from perfline.runner import Observer, RunOutcome, execute
 from perfline.store import COMPLETED, Store
-from perfline.store.bisections import BisectionNotFound, BisectionRecord, BisectionSpec
+from perfline.store.bisections import BisectionNotFound, BisectionRecord, BisectionSpec, BisectSample
+from perfline.targets import local
 from perfline.targets.kernels import KernelError
 
 if TYPE_CHECKING:
@@ -59,6 +60,9 @@ def start(
     job: Annotated[Optional[Path], typer.Option(help="A perfline job (one case) instead of --command.")] = None,
     metric: Annotated[Optional[str], typer.Option(help="With --job: the metric to bisect.")] = None,
     max_runs: Annotated[int, typer.Option(min=10, help="Benchmark runs at most.")] = 200,
+    history: Annotated[bool, typer.Option(
+        help="With --job: use the stored runs of the job's case at the good and bad commits "
+             "(this machine, --kernel-commit) as samples of the two levels.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Start a bisection between a good and a bad commit, and run it to the end."""
@@ -104,7 +108,31 @@ def start(
     ))
     errors.print(f"bisection {bisection_id}: {len(commits)} commits from {good} to {bad}; "
                  f"`perfline bisect resume {bisection_id}` continues it if interrupted")
+    if history and job is not None and kernel_tree is None:
+        assert metric is not None
+        _record_history(store, bisection_id, _job_case(job, booted=False), metric, tree, commits)
     _run(store, bisection_id, commits, as_json)
+
+
+def _record_history(store: Store, bisection_id: int, case: Case, metric: str, repo: Path,
+                    commits: list[Commit]) -> None:
+    """The endpoints' stored samples, recorded once as the bisection's first samples, so
+    that a resume replays the same evidence whatever runs are stored later."""
+    from perfline.bisect.driver import HISTORY
+    from perfline.bisect.history import endpoint_history
+
+    found = endpoint_history(store, case, metric, repo, commits[0].sha, commits[-1].sha,
+                             local.fingerprint().machine_id)
+    last = len(commits) - 1
+    for sample in found:
+        store.add_bisect_sample(bisection_id, BisectSample(sample.endpoint * last, HISTORY, sample.value,
+                                                           sample.run_id))
+    for endpoint, name in ((0, "good"), (1, "bad")):
+        runs = sorted({s.run_id for s in found if s.endpoint == endpoint})
+        if runs:
+            count = sum(s.endpoint == endpoint for s in found)
+            errors.print(f"history: {count} stored samples of {metric} at the {name} commit "
+                         f"(runs {', '.join(map(str, runs))})")
 
 
 @bisect_app.command("resume")

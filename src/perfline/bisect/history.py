@@ -1,0 +1,60 @@
+"""Stored runs at a bisection's endpoints: the levels known before the first probe.
+
+A regression is usually bisected because stored runs showed it (`perfline detect`
+between two commits, or `compare` of two labelled kernels), so both endpoints often
+have several samples already. They pin the good and bad levels and the noise that
+every probe is judged by, which otherwise costs the first runs of the bisection (see
+docs/bisect.md: not knowing the levels costs about 11 runs at 2% noise).
+
+Only runs that measured the same thing count: the job's benchmark and case (parameters
+and tunables), run on this machine's own kernel (a VM's runs are another kernel's), on
+this machine, completed, with the commit resolved in the bisected repository. Each
+repetition is one sample, as each probe is one repetition.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfline.jobs.spec import Case
+from perfline.store import COMPLETED, Store
+
+
+@dataclass(frozen=True)
+class HistorySample:
+    endpoint: int  # 0: the good commit; 1: the bad commit
+    value: float
+    run_id: int
+
+
+def endpoint_history(
+    store: Store, case: Case, metric: str, repo: Path, good: str, bad: str, machine_id: str
+) -> list[HistorySample]:
+    """Every stored sample of `metric` for `case` on this machine at `good` or `bad`
+    (full shas), oldest run first."""
+    if case.target != "local":
+        return []
+    found = store.metric_values(metric=metric, benchmark=case.benchmark, case_key=case.key,
+                                machine_id=machine_id)
+    resolved: dict[str, str | None] = {}
+    samples = []
+    for item in found:
+        named = item.run.kernel_commit
+        if item.run.status != COMPLETED or item.run.target != "local" or not named:
+            continue
+        if named not in resolved:
+            resolved[named] = _resolve(repo, named)
+        sha = resolved[named]
+        if sha in (good, bad):
+            samples += [HistorySample(int(sha == bad), v, item.run.id) for v in item.values]
+    return samples
+
+
+def _resolve(repo: Path, name: str) -> str | None:
+    """The full sha of a run's --kernel-commit (a sha, an abbreviation or a tag), or None
+    when the repository does not have it."""
+    proc = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"],
+                          capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else None
