@@ -56,7 +56,7 @@ test: install-deps install native
 test-slow: install-deps install native
 	$(BIN)/pytest -q -m slow
 
-# The seeds' experiments on this machine: regenerates docs/case-studies/ (about 10 minutes).
+# The seeds' experiments on this machine: regenerates docs/case-studies/ (about 7 minutes).
 case-studies: install-deps install native
 	$(BIN)/python bench/case_studies.py
 

@@ -14,8 +14,8 @@ temporary file unless --db is given), run from the output directory, where the j
 files are written first; the pages quote those commands as they ran. Each page gets
 its tables and figures from the numbers, the machine's fingerprint and load, and the
 hand-written interpretation in docs/case-studies/notes/<study>.md (not for --quick
-runs, whose sizes are for a smoke test only). The full run takes under 10 minutes on a
-2-CPU VM; --quick about one.
+runs, whose sizes are for a smoke test only). The full run takes about 7 minutes on a
+2-CPU VM (6 min 58 s for the recorded run); --quick about one.
 """
 
 from __future__ import annotations
