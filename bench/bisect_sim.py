@@ -64,7 +64,7 @@ NOISES: dict[str, tuple[str, float]] = {
     "t(3) 2%": ("t3", 0.02),
 }
 METHODS = ("perfline", "perfline+history", "git-bisect", "asv-find", "pinpoint")
-HISTORY_SAMPLES = 5  # per endpoint, for perfline+history
+HISTORY_SAMPLES = 5  # per endpoint, for perfline+history; --history-samples
 
 Measure = Callable[[int], float]
 
@@ -198,20 +198,20 @@ def pinpoint(measure: Counted, batch: int = 10, cap: int = 40) -> int:
 
 RULES: dict[str, Callable[[Counted], int]] = {
     "perfline": perfline,
-    "perfline+history": lambda measure: perfline(measure, HISTORY_SAMPLES),
     "git-bisect": git_bisect,
     "asv-find": asv_find,
     "pinpoint": pinpoint,
 }
 
 
-def run_trial(args: tuple[int, str, int, str]) -> Outcome:
-    noise_index, noise, trial, method = args
+def run_trial(args: tuple[int, str, int, str, int]) -> Outcome:
+    noise_index, noise, trial, method, history = args
     kind, scale = NOISES[noise]
     culprit = int(np.random.default_rng([noise_index, trial]).integers(1, N_COMMITS))
     rng = np.random.default_rng([noise_index, trial, METHODS.index(method) + 1])
     measure = Counted(make_measure(culprit, kind, scale, rng))
-    return Outcome(RULES[method](measure) == culprit, measure.runs, measure.ab_runs)
+    found = perfline(measure, history) if method == "perfline+history" else RULES[method](measure)
+    return Outcome(found == culprit, measure.runs, measure.ab_runs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,12 +219,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--quick", action="store_true", help="100 trials per cell")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--history-samples", type=int, default=HISTORY_SAMPLES,
+                        help="stored samples at each endpoint for perfline+history")
     args = parser.parse_args(argv)
     trials = 100 if args.quick else args.trials
 
     started = time.perf_counter()
     tasks = [
-        (i, noise, trial, method)
+        (i, noise, trial, method, args.history_samples)
         for i, noise in enumerate(NOISES)
         for method in METHODS
         for trial in range(trials)
@@ -234,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
 
     print(f"{trials} trials per row; N = {N_COMMITS} commits, 5% step; runs include endpoints"
-          f" (not perfline+history's {HISTORY_SAMPLES} stored samples at each)")
+          f" (not perfline+history's {args.history_samples} stored samples at each)")
     print(
         f"{'noise':<10} {'method':<16} {'exact':>8} {'mean runs':>10} {'p90 runs':>9}"
         f" {'of which A/B':>13}"
