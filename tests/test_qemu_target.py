@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -335,6 +336,34 @@ def test_two_debian_kernels_compared_end_to_end(debian_61: kernels.Kernel, tmp_p
     assert not case["cross_machine"]  # same host, same accelerator
     differing = {d["key"] for d in case["differences"][0]}
     assert {"kernel_release", "kernel_version", "setting vm_kernel"} <= differing
+
+
+@vm
+def test_ab_boots_each_sides_kernel_interleaved(debian_61: kernels.Kernel, tmp_path: Path) -> None:
+    debian_612 = registered(*KERNEL_612, tmp_path)
+    db = tmp_path / "db"
+    proc = perfline(
+        db, "ab", "rcu-gp", "-p", "iterations=2", "--target", "qemu", "--accel", "tcg",
+        "--a", "kernel:debian-6.1", "--b", "kernel:debian-6.12", "--pairs", "2",
+        "--warmup", "0", "--no-monitors", "--json",
+    )  # fmt: skip
+    [case] = json.loads(proc.stdout)["cases"]
+    [row] = [m for m in case["metrics"] if m["metric"] == "rcu-gp.ms_per_gp"]
+    assert row["base"]["n"] == 2 and row["others"][0]["n"] == 2
+    assert "change_pct" in row["others"][0]
+    assert {"kernel_release", "setting vm_kernel"} <= {d["key"] for d in case["differences"][0]}
+    run_a, run_b = (side["runs"][0] for side in case["sides"])
+    for run_id, kernel in ((run_a, debian_61), (run_b, debian_612)):
+        run = json.loads(perfline(db, "show", str(run_id), "--json").stdout)
+        assert run["status"] == "completed", (run["error"], run["output_tail"])
+        assert run["settings"]["vm_kernel"] == kernel.name
+        assert run["fingerprint"]["kernel_release"] == kernel.release
+    with sqlite3.connect(db) as connection:
+        order = connection.execute(
+            "SELECT run_id FROM samples WHERE source='benchmark' AND metric='rcu-gp.ms_per_gp' "
+            "ORDER BY taken_at, id"
+        ).fetchall()
+    assert [r for (r,) in order] == [run_a, run_b] * 2  # A B A B
 
 
 @vm
