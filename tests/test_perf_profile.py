@@ -14,6 +14,9 @@ import pytest
 from perfline.jobs.spec import Case
 from perfline.monitors import DEFAULT_MONITORS, MONITORS, ProfilingMonitor
 from perfline.monitors.perf_profile import (
+    FREQUENCY_HZ,
+    RECORD_OPTIONS,
+    REPORT_OPTIONS,
     UNKNOWN,
     PerfProfile,
     Profile,
@@ -22,6 +25,7 @@ from perfline.monitors.perf_profile import (
     parse_report,
     summarize,
 )
+from perfline.monitors.perf_tool import PerfSession, find_perf
 from perfline.profile import ProfileEntry
 from perfline.stats.profile_diff import SymbolShift, profile_diff
 from perfline.store import Store
@@ -70,6 +74,32 @@ def test_real_workload_is_in_the_profile() -> None:
     kernel = [e for e in entries if e.kernel]
     assert kernel and all(e.dso == "[kernel.kallsyms]" for e in kernel)
     assert any(e.symbol != UNKNOWN for e in kernel)  # kernel symbols are resolved
+
+
+def test_call_graphs_are_recorded_and_shares_are_self_time() -> None:
+    """`perf record -g`, read back with every sample counted once, for the function it
+    was in: with call graphs, perf report's default adds each function's callees to it."""
+    PerfProfile().check()
+    perf = find_perf("perf-profile")
+    session = PerfSession(perf, "record", [*RECORD_OPTIONS, "-F", str(FREQUENCY_HZ)])
+
+    def read(*args: str) -> str:
+        return subprocess.run(
+            [perf, *args, "-i", str(session.output)], capture_output=True, text=True, check=True
+        ).stdout
+
+    try:
+        session.command("enable")
+        hash_zeros()
+        session.command("disable")
+        session.finish()
+        assert "CALLCHAIN" in read("evlist", "-v")
+        samples = [line for line in read("script", "-F", "pid").splitlines() if line.strip()]
+        rows = parse_report(read("report", *REPORT_OPTIONS))
+    finally:
+        session.close()
+    assert len(samples) > 0.5 * WORK_S * FREQUENCY_HZ * 0.5
+    assert sum(row.samples for row in rows) == len(samples)
 
 
 def test_registered_but_not_a_default() -> None:

@@ -1,8 +1,8 @@
-"""Where the CPU time went: `perf record` on cpu-clock across all CPUs over the interval.
+"""Where the CPU time went: `perf record -g` on cpu-clock across all CPUs over the interval.
 
 cpu-clock is a timer, not a hardware counter, so this works in VMs that have none. The
 profile keeps the top symbols, kernel and user, by their share of the samples taken
-while a CPU was busy.
+while a CPU was busy: self time, each sample counted once for the function it was in.
 """
 
 from __future__ import annotations
@@ -36,6 +36,11 @@ REPORT_TIMEOUT_S = 600.0
 
 RECORD_OPTIONS = (
     "-e", "cpu-clock",
+    # Call graphs (frame pointers: kernel stacks are complete, user ones as deep as the
+    # binaries keep frame pointers). The store keeps self shares only (REPORT_OPTIONS);
+    # the chains cost ~40% more perf.data (0.7 MB for 2.4 s on 2 busy CPUs here) and no
+    # measurable report time with `-g none` (0.22 s a stop, as without -g).
+    "-g",
     # Build ids let perf.data be read on another machine; it is read here at once, and
     # collecting them cost about 0.1 s at every stop.
     "-B",
@@ -45,6 +50,9 @@ RECORD_OPTIONS = (
 )  # fmt: skip
 REPORT_OPTIONS = (
     "--stdio", "-n", "--sort", "pid,sym,dso", "-t", "\t",
+    # Self time, one row per symbol: with call graphs recorded, perf report would add
+    # each symbol's callees to it (--children) and print the chains under every row.
+    "--no-children", "-g", "none",
     # Shares are counted from the rows, so a perfconfig hiding small ones must not apply.
     "--percent-limit", "0",
 )  # fmt: skip
@@ -124,7 +132,7 @@ def kernel_addresses_visible(first_kallsyms_line: str) -> bool:
 
 class PerfProfile(ProfilingMonitor):
     name = "perf-profile"
-    summary = "perf record -a on cpu-clock: top kernel and user symbols by share, kernel share"
+    summary = "perf record -a -g on cpu-clock: top kernel and user symbols by self share, kernel share"
     metrics = (SAMPLES, KERNEL_PCT)
     packages = ("linux-perf",)
 
