@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import signal
 import socket
+import time
 from pathlib import Path
 
 import pytest
+from test_cli import start
+from test_tunables import children, still_running
 
 from perfline.benchmarks import BENCHMARKS, BenchmarkUnavailable
-from perfline.benchmarks.tbench import PORT, Tbench, TbenchResult, parse_tbench
+from perfline.benchmarks.tbench import PORT, Tbench, TbenchResult, _port_in_use, parse_tbench
 
 # `tbench -t 2 1 127.0.0.1` (dbench 4.00, Debian 12); operation table shortened.
 OUTPUT = """\
@@ -113,3 +119,37 @@ def test_port_in_use_is_unavailable(tmp_path: Path) -> None:
             with Tbench({"clients": 1, "duration": 2}, tmp_path):
                 pass
     assert not server_listening()
+
+
+def test_sigkilled_perfline_leaves_no_tbench_behind(tmp_path: Path) -> None:
+    """The server dies with perfline; the client finishes its -t seconds and stops its
+    forked clients, so the server's per-connection children end and the port is free."""
+    server, client = shutil.which("tbench_srv"), shutil.which("tbench")
+    assert server is not None and client is not None
+    proc = start(tmp_path / "db", "run", "tbench", "-p", "duration=3", "-p", "clients=1",
+                 "--repeat", "3", "--warmup", "0", "--no-monitors")
+    servers: dict[int, str] = {}
+    clients: dict[int, str] = {}
+    try:
+        deadline = time.monotonic() + 120
+        while not (servers and clients):
+            assert proc.poll() is None, f"perfline exited early: {proc.communicate()[1]}"
+            assert time.monotonic() < deadline, "tbench did not start within 120 s"
+            time.sleep(0.05)
+            servers = children(proc.pid, server)
+            clients = children(proc.pid, f"{client} -t 3 1 127.0.0.1")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 30
+        while left := [pid for pid, started in servers.items() if still_running(pid, started)]:
+            assert time.monotonic() < deadline, f"tbench_srv {left} outlived the SIGKILLed perfline"
+            time.sleep(0.05)
+        while _port_in_use():  # probed by binding: connecting would pile up in the backlog
+            assert time.monotonic() < deadline + 30, f"port {PORT} still in use after 60 s"
+            time.sleep(0.1)
+    finally:
+        for pid, started in (servers | clients).items():
+            if still_running(pid, started):
+                os.killpg(pid, signal.SIGKILL)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import os
 import shutil
+import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 STDERR_TAIL_LINES = 40
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 class ToolMissing(RuntimeError):
@@ -36,6 +41,32 @@ def require_tool(executable: str, package: str) -> str:
             "(`make install-deps` installs everything perfline uses)"
         )
     return found
+
+
+def die_with_perfline() -> Callable[[], None]:
+    """A `preexec_fn` for Popen: the child is SIGKILLed when perfline dies, even by
+    SIGKILL, so that nothing it starts (a VM, CPU hogs, a server) outlives its run.
+
+    The kernel sends the signal when the *thread* that forked the child exits: start
+    such children from perfline's main thread. The signal survives exec (not of a
+    set-user-ID program). A perfline that died before the prctl took effect is caught
+    by comparing the parent's pid.
+    """
+    parent = os.getpid()
+    prctl = _libc().prctl  # looked up here: the child should do no more than it must
+
+    def preexec() -> None:
+        if prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def run(

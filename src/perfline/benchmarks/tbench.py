@@ -15,7 +15,7 @@ from pathlib import Path
 
 from perfline.benchmarks.base import Benchmark, BenchmarkFailed, BenchmarkUnavailable, Param
 from perfline.metric import Direction, Measurement, Metric
-from perfline.process import CommandFailed, ToolMissing, require_tool, run, tail
+from perfline.process import ToolMissing, die_with_perfline, require_tool, tail
 
 # dbench 4.0 compiles the port into tbench and tbench_srv; neither has an option for it.
 PORT = 7003
@@ -109,7 +109,8 @@ class Tbench(Benchmark):
         if _port_in_use():
             raise BenchmarkUnavailable(PORT_IN_USE)
         # tbench_srv forks one child per connection; its own session lets teardown
-        # signal the whole group.
+        # signal the whole group. A SIGKILLed perfline takes the server along (its
+        # per-connection children end with their clients' connections).
         with open(self._log_path, "wb") as log:
             self._server = subprocess.Popen(
                 [server],
@@ -118,6 +119,7 @@ class Tbench(Benchmark):
                 stdin=subprocess.DEVNULL,
                 cwd=self.workdir,
                 start_new_session=True,
+                preexec_fn=die_with_perfline(),
             )
         self._wait_until_ready(self._server)
 
@@ -149,24 +151,57 @@ class Tbench(Benchmark):
             )
         duration = int(self.values["duration"])
         argv = [self._tbench, "-t", str(duration), str(self.values["clients"]), "127.0.0.1"]
+        output = self._run_client(argv, timeout=2 * duration + CLIENT_START_GRACE)
         try:
-            proc = run(argv, timeout=2 * duration + CLIENT_START_GRACE, cwd=self.workdir)
-        except CommandFailed as exc:
-            raise BenchmarkFailed(str(exc), exc.output_tail) from exc
-        try:
-            result = parse_tbench(proc.stdout)
+            result = parse_tbench(output)
         except ValueError as exc:
-            raise BenchmarkFailed(f"tbench: {exc}", tail(proc.stdout + proc.stderr)) from exc
+            raise BenchmarkFailed(f"tbench: {exc}", tail(output)) from exc
         throughput, latency = self.metrics
         return [
             Measurement(throughput, result.throughput_mb_s),
             Measurement(latency, result.max_latency_ms),
         ]
 
+    def _run_client(self, argv: list[str], timeout: float) -> str:
+        """tbench's output (stdout and stderr).
+
+        tbench forks its clients, which stop only when it tells them to (they check
+        that their parent lives, but an orphan's parent is init). So tbench must not
+        die early: it writes to a file rather than a pipe to perfline, and runs in
+        its own session, so that a SIGKILLed perfline leaves it to finish its `-t`
+        seconds and stop its clients (the server's per-connection children then see
+        the connections close). A timeout or Ctrl-C kills the whole group instead.
+        """
+        path = self.workdir / "tbench.out"
+        with open(path, "wb") as out:
+            client = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                cwd=self.workdir, start_new_session=True,
+            )
+        try:
+            client.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(client)
+            output = path.read_text(errors="replace")
+            raise BenchmarkFailed(f"tbench: timed out after {timeout:g}s", tail(output)) from None
+        except BaseException:  # Ctrl-C, SIGTERM
+            _kill_group(client)
+            raise
+        output = path.read_text(errors="replace")
+        if client.returncode != 0:
+            raise BenchmarkFailed(f"tbench: exited with status {client.returncode}", tail(output))
+        return output
+
     def teardown(self) -> None:
         if self._server is not None:
             _stop_group(self._server)
             self._server = None
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def _stop_group(proc: subprocess.Popen[bytes]) -> None:

@@ -8,6 +8,8 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from perfline.process import die_with_perfline
+
 # A shell busy loop: no interpreter start-up, nothing but user time, and trivially killed.
 HOG = ("/bin/sh", "-c", "while :; do :; done")
 
@@ -17,7 +19,8 @@ def cpu_hogs(count: int) -> Iterator[list[int]]:
     """Run `count` busy loops for the duration of the block; yields their pids.
 
     Each hog leads its own session so that SIGKILL to its group cannot miss a child,
-    and the hogs are killed and reaped even when the block raises.
+    and the hogs are killed and reaped even when the block raises. A perfline killed
+    outright (SIGKILL, OOM) takes them along: they get SIGKILL when it dies.
     """
     hogs: list[subprocess.Popen[bytes]] = []
     try:
@@ -26,6 +29,7 @@ def cpu_hogs(count: int) -> Iterator[list[int]]:
                 subprocess.Popen(
                     HOG,
                     start_new_session=True,
+                    preexec_fn=die_with_perfline(),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,

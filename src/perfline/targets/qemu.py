@@ -10,12 +10,10 @@ way GuestFailed carries the console's tail.
 from __future__ import annotations
 
 import base64
-import ctypes
 import os
 import re
 import select
 import shlex
-import signal
 import socket
 import subprocess
 import time
@@ -24,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 
 from perfline.jobs.spec import ACCELS
-from perfline.process import require_tool, run, tail
+from perfline.process import die_with_perfline, require_tool, run, tail
 from perfline.targets.kernels import Kernel
 from perfline.targets.kvm_memo import KvmMemo
 
@@ -45,7 +43,6 @@ POWEROFF_TIMEOUT_S = 10.0
 # pauses the guest rather than exiting.
 KVM_FAILURES = ("KVM internal error", "failed to initialize kvm", "Could not access KVM kernel module")
 REPLY = "@perfline "
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _OOPS = re.compile(r"\] ((?:BUG|Oops|general protection fault|kernel BUG at|RIP)[: ][^\r\n]*)")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[c()][0-9A-Za-z]?")
 
@@ -257,7 +254,8 @@ class Vm:
                     stderr=subprocess.STDOUT,
                     # Ctrl-C reaches perfline only, which then powers the VM off in order.
                     start_new_session=True,
-                    preexec_fn=_die_with_parent,
+                    # No VM outlives the run it belongs to, even if perfline is SIGKILLed.
+                    preexec_fn=die_with_perfline(),
                 )
             deadline = time.monotonic() + boot_timeout
             connection = self._accept(listener, deadline)
@@ -358,14 +356,6 @@ class Vm:
         if self._channel is None:
             raise GuestFailed("the VM is not running", self.console_tail())
         return self._channel
-
-
-def _die_with_parent() -> None:
-    """In the QEMU child: be killed when perfline dies, even by SIGKILL, so that no VM
-    outlives the run it belongs to."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
 
 
 class _Channel:
