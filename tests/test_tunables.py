@@ -6,10 +6,13 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from test_cli import perfline, start, wait_for_samples
+
+from perfline.targets.local import RELEVANT_SYSCTLS
 
 SWAPPINESS = Path("/proc/sys/vm/swappiness")
 HOG = "/bin/sh -c while :; do :; done"
@@ -150,3 +153,161 @@ def test_ab_with_sysctl_sides(tmp_path: Path) -> None:
     [metric] = result["cases"][0]["metrics"]
     assert metric["base"]["mean"] == a and metric["others"][0]["mean"] == b
     assert int(SWAPPINESS.read_text()) == before
+
+
+def children(parent: int, cmdline: str) -> dict[int, str]:
+    """Live children of `parent` running `cmdline`: pid → start time (tells a reused pid)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+            argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(fields[1]) == parent and argv.strip() == cmdline and fields[0] != "Z":
+            found[int(entry.name)] = fields[19]
+    return found
+
+
+def still_running(pid: int, started: str) -> bool:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return False
+    return fields[19] == started and fields[0] != "Z"  # a zombie is dead, waiting to be reaped
+
+
+def test_sigkilled_run_takes_its_load_hogs_along(tmp_path: Path) -> None:
+    spec = job(tmp_path, "load: 1\n", cmd="sleep 3; echo 1")
+    proc = start(tmp_path / "db", "run", str(spec))
+    hogs: dict[int, str] = {}
+    try:
+        deadline = time.monotonic() + 120
+        while not hogs:
+            assert proc.poll() is None, f"perfline exited early: {proc.communicate()[1]}"
+            assert time.monotonic() < deadline, "no CPU hog started within 120 s"
+            time.sleep(0.05)
+            hogs = children(proc.pid, HOG)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 30
+        while left := [pid for pid, started in hogs.items() if still_running(pid, started)]:
+            assert time.monotonic() < deadline, f"CPU hogs {left} outlived the SIGKILLed perfline"
+            time.sleep(0.05)
+    finally:
+        for pid, started in hogs.items():
+            if still_running(pid, started):
+                os.kill(pid, signal.SIGKILL)
+
+
+LEASE_BREAK = Path("/proc/sys/fs/lease-break-time")  # harmless, and not in RELEVANT_SYSCTLS
+
+
+def other_values(path: Path) -> tuple[int, int]:
+    before = int(path.read_text())
+    return (before + 1, before + 2) if before < 1000 else (before - 1, before - 2)
+
+
+@pytest.mark.skipif(not LEASE_BREAK.exists(), reason="no fs.lease-break-time sysctl")
+def test_every_applied_knob_is_in_the_fingerprint_and_compare_lists_it(tmp_path: Path) -> None:
+    assert "fs.lease-break-time" not in RELEVANT_SYSCTLS
+    before = LEASE_BREAK.read_text()
+    values = list(other_values(LEASE_BREAK))
+    db = tmp_path / "db"
+    spec = job(tmp_path, f"tunables: {{sysctl: {{fs.lease-break-time: {values}}}, pin: '0'}}\n",
+               cmd=f"cat {LEASE_BREAK}")
+    runs = json.loads(perfline(db, "run", str(spec), "--json").stdout)
+    assert [r["summary"]["command.value"]["mean"] for r in runs] == values
+    assert [r["fingerprint"]["sysctls"]["fs.lease-break-time"] for r in runs] == [str(v) for v in values]
+    assert [r["fingerprint"]["pin"] for r in runs] == ["0", "0"]
+    assert LEASE_BREAK.read_text() == before
+    compared = json.loads(perfline(db, "compare", *(str(r["id"]) for r in runs), "--json").stdout)
+    [diffs] = compared["cases"][0]["differences"]
+    assert {"key": "sysctl fs.lease-break-time", "base": str(values[0]), "other": str(values[1]),
+            "kind": "setting"} in diffs
+
+
+@pytest.mark.skipif(not LEASE_BREAK.exists(), reason="no fs.lease-break-time sysctl")
+def test_ab_sides_fingerprint_their_own_knobs(tmp_path: Path) -> None:
+    # Interleaved sides apply their tunables around each step, after the run started.
+    before = LEASE_BREAK.read_text()
+    a, b = other_values(LEASE_BREAK)
+    result = json.loads(
+        perfline(tmp_path / "db", "ab", "command", "-p", f"cmd=cat {LEASE_BREAK}",
+                 "--a", f"sysctl:fs.lease-break-time={a}", "--b", f"sysctl:fs.lease-break-time={b}",
+                 "--b", "pin:0", "--pairs", "2", "--warmup", "0", "--no-monitors", "--json").stdout
+    )
+    diffs = {d["key"]: (d["base"], d["other"]) for d in result["cases"][0]["differences"][0]}
+    assert diffs["sysctl fs.lease-break-time"] == (str(a), str(b))
+    assert diffs["pinned to CPUs"] == ("-", "0")
+    assert LEASE_BREAK.read_text() == before
+
+
+STAT_INTERVAL = Path("/proc/sys/vm/stat_interval")
+OWN_HOGS = f"pgrep -P $PPID -cfx '{HOG}' || true"  # $PPID: the perfline running the command
+
+
+@pytest.mark.skipif(not LEASE_BREAK.exists(), reason="no fs.lease-break-time sysctl")
+def test_run_options_set_tunables_for_a_benchmark(tmp_path: Path) -> None:
+    before = LEASE_BREAK.read_text()
+    new, _ = other_values(LEASE_BREAK)
+    [run] = json.loads(
+        perfline(tmp_path / "db", "run", "command", "-p", f"cmd={OWN_HOGS}", "--sysctl", f"fs.lease-break-time={new}",
+                 "--pin", "0", "--load", "1", "--repeat", "2", "--warmup", "0", "--no-monitors", "--json").stdout
+    )
+    assert run["status"] == "completed"
+    assert run["summary"]["command.value"]["mean"] == 1  # one hog beside each repetition
+    assert run["tunables"] == {"sysctl": {"fs.lease-break-time": new}, "pin": {"pin": "0"}, "load": {"load": 1}}
+    assert run["settings"]["tunables_applied"] == {"sysctl fs.lease-break-time": f"{before.strip()}→{new}", "pin": "0"}
+    assert run["fingerprint"]["sysctls"]["fs.lease-break-time"] == str(new)
+    assert run["fingerprint"]["pin"] == "0"
+    assert LEASE_BREAK.read_text() == before
+
+
+@pytest.mark.skipif(not (LEASE_BREAK.exists() and STAT_INTERVAL.exists()), reason="sysctls missing")
+def test_run_options_override_and_add_to_a_job_files_tunables(tmp_path: Path) -> None:
+    before = LEASE_BREAK.read_text(), STAT_INTERVAL.read_text()
+    a, b = other_values(LEASE_BREAK)
+    interval, _ = other_values(STAT_INTERVAL)
+    spec = job(tmp_path, f"tunables: {{sysctl: {{fs.lease-break-time: [{a}, 7]}}}}\nload: 2\n", cmd=f"cat {LEASE_BREAK}")
+    runs = json.loads(
+        perfline(tmp_path / "db", "run", str(spec), "--sysctl", f"fs.lease-break-time={b}",
+                 "--sysctl", f"vm.stat_interval={interval}", "--load", "0", "--json").stdout
+    )
+    [run] = runs  # the job's axis is replaced by the one value
+    assert run["summary"]["command.value"]["mean"] == b
+    assert run["tunables"] == {"sysctl": {"fs.lease-break-time": b, "vm.stat_interval": interval}, "load": {"load": 0}}
+    assert run["fingerprint"]["sysctls"]["vm.stat_interval"] == str(interval)
+    assert (LEASE_BREAK.read_text(), STAT_INTERVAL.read_text()) == before
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("--sysctl", "fs/lease-break-time=1", "must be dotted, like vm.swappiness (e.g. --sysctl vm.swappiness=10)"),
+        ("--sysctl", "fs.lease-break-time", "expected NAME=VALUE"),
+        ("--sysctl", "fs.no-such-knob=1", "no such knob (/proc/sys/fs/no-such-knob does not exist"),
+        ("--sysfs", "/sys/../proc/sys/fs/lease-break-time=1", "must be a normalized absolute path under /sys/"),
+        ("--sysfs", "/sys/kernel/no-such-knob=1", "no such knob"),
+        ("--governor", "fastest", "unknown governor 'fastest': expected one of"),
+        ("--pin", "1-0", "CPU range '1-0' runs backwards"),
+        ("--pin", "4096", "cannot be used here; usable CPUs: "),
+        ("--load", "-1", "load must be a number of CPU hogs (0 or more)"),
+    ],
+)
+def test_bad_run_option_is_a_one_line_error_and_nothing_runs(
+    tmp_path: Path, option: str, value: str, says: str
+) -> None:
+    before = LEASE_BREAK.read_text()
+    for what in ("command", str(job(tmp_path, "", cmd="echo 1"))):
+        proc = perfline(tmp_path / "db", "run", what, *(["-p", "cmd=echo 1"] if what == "command" else []),
+                        option, value, check=False)
+        assert proc.returncode == 2, proc.stderr
+        [line] = proc.stderr.strip().splitlines()
+        assert line.startswith(f"error: command line: {option}") and says in line, line
+        assert not (tmp_path / "db").exists()  # no store opened, nothing run
+    assert LEASE_BREAK.read_text() == before

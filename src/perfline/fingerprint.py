@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 
@@ -29,6 +30,8 @@ class Fingerprint:
     config_source: str | None = None
     # A VM target's facts: accelerator, the CPU model and memory the guest kernel sees.
     vm: dict[str, str] = field(default_factory=dict)
+    # The CPUs the benchmark was pinned to (read back from the affinity), when pinned.
+    pin: str | None = None
     # Kept out of the JSON form: the store keeps each distinct config once, by hash.
     kernel_config: str | None = field(default=None, repr=False, compare=False)
 
@@ -37,6 +40,19 @@ class Fingerprint:
         if self.kernel_config is None:
             return None
         return hashlib.sha256(self.kernel_config.encode()).hexdigest()
+
+    def with_applied(self, applied: Mapping[str, Mapping[str, str]]) -> Fingerprint:
+        """This fingerprint with the knobs a case applied, as read back after applying
+        (`tunables.read_back`): every sysctl and sysfs knob, not only the ones the
+        fingerprint always reads, and the governors and pinning."""
+        pin = applied.get("pin", {}).get("pin")
+        return replace(
+            self,
+            sysctls={**self.sysctls, **applied.get("sysctl", {})},
+            sysfs={**self.sysfs, **applied.get("sysfs", {})},
+            governors={**self.governors, **applied.get("governor", {})},
+            pin=self.pin if pin is None else pin,
+        )
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -73,6 +89,8 @@ def flatten(fingerprint: dict[str, Any]) -> dict[str, str]:
         flat[path] = value
     for key, value in fingerprint.get("vm", {}).items():
         flat[f"vm {key}"] = value
+    if fingerprint.get("pin"):
+        flat["pinned to CPUs"] = fingerprint["pin"]
     return flat
 
 

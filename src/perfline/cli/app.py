@@ -37,10 +37,12 @@ from perfline.comparison import (
     sides_by_label,
     sides_from_runs,
 )
+from perfline.benchmarks import ParamValue
 from perfline.jobs import JobError, expand, job_from_benchmark, load_job, parse_param_args
+from perfline.jobs.cli_tunables import with_tunables
 from perfline.jobs.overrides import apply_overrides
 from perfline.jobs.parse import repeat_policy
-from perfline.jobs.spec import JobSpec
+from perfline.jobs.spec import COMMAND_LINE, JobSpec
 from perfline.jobs.vm import with_target
 from perfline.monitors import MONITORS
 from perfline.registry import UnknownName
@@ -54,7 +56,7 @@ from perfline.report.runs import (
 from perfline.report.compare import comparison_view
 from perfline.runner import RunOutcome, execute, execute_interleaved
 from perfline.store import COMPLETED, RunNotFound, Store, resolve_url
-from perfline.tunables import state_dir
+from perfline.tunables import TunableError, check_available, state_dir
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -124,6 +126,23 @@ def run(
         Optional[list[str]], typer.Option("--monitor", "-m", help="Monitor to run beside it.")
     ] = None,
     no_monitors: Annotated[bool, typer.Option(help="Run no monitors.")] = False,
+    sysctl: Annotated[
+        Optional[list[str]],
+        typer.Option("--sysctl", metavar="NAME=VALUE", help="Set a sysctl for the run (repeat it).")
+    ] = None,
+    sysfs: Annotated[
+        Optional[list[str]],
+        typer.Option("--sysfs", metavar="/sys/PATH=VALUE", help="Set a sysfs knob for the run (repeat it).")
+    ] = None,
+    governor: Annotated[
+        Optional[str], typer.Option(help="cpufreq governor of every CPU for the run.")
+    ] = None,
+    pin: Annotated[
+        Optional[str], typer.Option(metavar="CPULIST", help="Pin the benchmark to CPUs, e.g. 0-1.")
+    ] = None,
+    load: Annotated[
+        Optional[str], typer.Option(metavar="N", help="N CPU hogs beside each repetition.")
+    ] = None,
     label: Annotated[Optional[str], typer.Option(help="Label stored with the run, e.g. v6.7.")] = None,
     kernel_commit: Annotated[
         Optional[str], typer.Option(help="Commit of the kernel under test.")
@@ -136,9 +155,15 @@ def run(
     accel: Annotated[Optional[str], typer.Option(help="qemu: auto, kvm or tcg (default auto).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
 ) -> None:
-    """Run a job file or a single benchmark; every sample is stored as it is taken."""
+    """Run a job file or a single benchmark; every sample is stored as it is taken.
+
+    --sysctl, --sysfs, --governor, --pin and --load set tunables as a job file's
+    `tunables:` and `load:` do, replacing the job's own value of the same knob."""
     job = _load(what, param or [], monitor, no_monitors)
     try:
+        job, given = with_tunables(
+            job, sysctl=sysctl or [], sysfs=sysfs or [], governor=governor, pin=pin, load=load
+        )
         job = with_target(
             job, BENCHMARKS.get(job.benchmark), target=target, kernel=kernel, cmdline=cmdline,
             cpus=vm_cpus, memory_mb=vm_memory, accel=accel,
@@ -149,6 +174,8 @@ def run(
         cases = expand(job)
     except JobError as exc:
         raise fail(str(exc)) from None
+    if job.target == "local":
+        _check_knobs(given)
     store = open_store()
     outcomes: list[RunOutcome] = []
     with running(store, cases, label, kernel_commit) as ctx:
@@ -162,6 +189,17 @@ def run(
         console.print(f"[dim]samples, monitors and fingerprint: perfline show {details[-1].info.id}[/dim]")
     if any(o.status != COMPLETED for o in outcomes):
         raise typer.Exit(EXIT_FAILED)
+
+
+def _check_knobs(given: dict[str, dict[str, ParamValue]]) -> None:
+    """Knobs named on the command line exist here, before anything runs (a job file's
+    that do not fail their run instead)."""
+    for kind, values in given.items():
+        for key, value in values.items():
+            try:
+                check_available({kind: {key: value}})
+            except TunableError as exc:
+                raise fail(f"{COMMAND_LINE}: --{kind}: {exc}") from None
 
 
 def _with_repeat(
@@ -325,8 +363,12 @@ def _print_comparisons(comparisons: list[CaseComparison], alpha: float, as_json:
 @app.command()
 def ab(
     what: Annotated[str, typer.Argument(help="A job file (one case) or a benchmark name.")],
-    a: Annotated[list[str], typer.Option("--a", help="Side A override KIND:KEY=VALUE (repeat it).")],
-    b: Annotated[list[str], typer.Option("--b", help="Side B override KIND:KEY=VALUE (repeat it).")],
+    a: Annotated[
+        list[str], typer.Option("--a", help="Side A override KIND:KEY=VALUE or kernel:NAME (repeat it).")
+    ],
+    b: Annotated[
+        list[str], typer.Option("--b", help="Side B override KIND:KEY=VALUE or kernel:NAME (repeat it).")
+    ],
     pairs: Annotated[int, typer.Option(min=2, help="A/B pairs to measure.")] = 10,
     param: Annotated[
         Optional[list[str]], typer.Option("--param", "-p", help="KEY=VALUE for both sides.")
@@ -338,6 +380,14 @@ def ab(
     no_monitors: Annotated[bool, typer.Option(help="Run no monitors.")] = False,
     label: Annotated[Optional[str], typer.Option(help="Label stored with both runs.")] = None,
     kernel_commit: Annotated[Optional[str], typer.Option(help="Commit of the kernel.")] = None,
+    target: Annotated[
+        Optional[str], typer.Option(help="local, or qemu: boot --kernel or each side's kernel:NAME in a VM.")
+    ] = None,
+    kernel: Annotated[Optional[str], typer.Option(help="qemu: a kernel from `perfline kernels list`.")] = None,
+    cmdline: Annotated[Optional[str], typer.Option(help="qemu: extra kernel parameters.")] = None,
+    vm_cpus: Annotated[Optional[int], typer.Option(help="qemu: virtual CPUs (default 2).")] = None,
+    vm_memory: Annotated[Optional[int], typer.Option(help="qemu: memory in MiB (default 1024).")] = None,
+    accel: Annotated[Optional[str], typer.Option(help="qemu: auto, kvm or tcg (default auto).")] = None,
     alpha: AlphaOption = DEFAULT_ALPHA,
     floor: FloorOption = DEFAULT_FLOOR_PCT,
     metric_floor: MetricFloorOption = None,
@@ -350,7 +400,10 @@ def ab(
             job = replace(job, warmup=warmup)
         # Each side is measured once per pair: that is its planned repetition count.
         job = replace(job, repeat=pairs, precision_pct=None)
-        sides = [expand(apply_overrides(job, overrides)) for overrides in (a, b)]
+        # Both sides through `run`'s with_target; kernel:/cmdline: overrides win per side.
+        options = dict(target=target, kernel=kernel, cmdline=cmdline, cpus=vm_cpus,
+                       memory_mb=vm_memory, accel=accel)
+        sides = [expand(apply_overrides(job, overrides, **options)) for overrides in (a, b)]
     except JobError as exc:
         raise fail(str(exc)) from None
     if any(len(cases) != 1 for cases in sides):

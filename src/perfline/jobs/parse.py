@@ -579,20 +579,10 @@ class _Parser:
         )
 
     def sysfs_path(self, node: ScalarNode, path: str) -> None:
-        if path.startswith("/proc/sys/"):
-            dotted = path.removeprefix("/proc/sys/").replace("/", ".")
-            raise self.error(
-                node, f"{path!r} is a sysctl: write it under tunables.sysctl as {dotted!r}"
-            )
-        if not path.startswith("/sys/") or os.path.normpath(path) != path or path == "/sys/":
-            raise self.error(
-                node, f"sysfs path {path!r} must be a normalized absolute path under /sys/"
-            )
+        check_sysfs_path(path, self.at(node), sysctl_where="under tunables.sysctl")
 
     def governor(self, node: ScalarNode, value: ParamValue) -> ParamValue:
-        if value not in GOVERNORS:
-            raise self.error(node, _unknown("governor", str(value), GOVERNORS))
-        return value
+        return check_governor(value, self.at(node))
 
     def kernel_parameters(self, node: ScalarNode, value: ParamValue) -> ParamValue:
         if not isinstance(value, str):
@@ -600,21 +590,49 @@ class _Parser:
         return value.strip()
 
     def hog_count(self, node: ScalarNode, value: ParamValue) -> ParamValue:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise self.error(node, f"load must be a number of CPU hogs (0 or more), got {value!r}")
-        return value
+        return check_hog_count(value, self.at(node))
 
     def cpu_list(self, node: ScalarNode, value: ParamValue) -> ParamValue:
-        if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise self.error(node, f"pin must be a CPU list like '0-1' or '0,2', got {value!r}")
-        text = str(value).replace(" ", "")
-        if not _CPU_LIST.fullmatch(text):
-            raise self.error(node, f"pin must be a CPU list like '0-1' or '0,2', got {value!r}")
-        for part in text.split(","):
-            low, _, high = part.partition("-")
-            if high and int(high) < int(low):
-                raise self.error(node, f"pin: CPU range {part!r} runs backwards")
-        return text
+        return check_cpu_list(value, self.at(node))
+
+
+# -- tunable values, checked alike in job files and on the command line ---------------
+
+
+def check_sysfs_path(path: str, fail: Callable[[str], JobError], sysctl_where: str) -> None:
+    """A normalized absolute path under /sys/; a /proc/sys path is pointed to the sysctls
+    (`sysctl_where`: where those are given, e.g. `under tunables.sysctl`)."""
+    if path.startswith("/proc/sys/"):
+        dotted = path.removeprefix("/proc/sys/").replace("/", ".")
+        raise fail(f"{path!r} is a sysctl: write it {sysctl_where} as {dotted!r}")
+    if not path.startswith("/sys/") or os.path.normpath(path) != path or path == "/sys/":
+        raise fail(f"sysfs path {path!r} must be a normalized absolute path under /sys/")
+
+
+def check_governor(value: ParamValue, fail: Callable[[str], JobError]) -> ParamValue:
+    if value not in GOVERNORS:
+        raise fail(_unknown("governor", str(value), GOVERNORS))
+    return value
+
+
+def check_hog_count(value: ParamValue, fail: Callable[[str], JobError]) -> ParamValue:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise fail(f"load must be a number of CPU hogs (0 or more), got {value!r}")
+    return value
+
+
+def check_cpu_list(value: ParamValue, fail: Callable[[str], JobError]) -> str:
+    """`0-1`, `0,2` or `3` (kernel cpulist syntax) → the list as text, spaces removed."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise fail(f"pin must be a CPU list like '0-1' or '0,2', got {value!r}")
+    text = str(value).replace(" ", "")
+    if not _CPU_LIST.fullmatch(text):
+        raise fail(f"pin must be a CPU list like '0-1' or '0,2', got {value!r}")
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        if high and int(high) < int(low):
+            raise fail(f"pin: CPU range {part!r} runs backwards")
+    return text
 
 
 def _line(node: Node | None) -> int | None:

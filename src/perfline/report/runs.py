@@ -157,6 +157,7 @@ def fingerprint_table(detail: RunDetail) -> Table:
         ("cpu", f"{fp['cpu_count']} × {fp['cpu_model']} ({fp['arch']})"),
         ("memory", f"{fp['memory_bytes'] / 2**30:.1f} GiB"),
         ("governor", ", ".join(sorted(set(fp["governors"].values()))) or "no cpufreq"),
+        *([("pinned to CPUs", fp["pin"])] if fp.get("pin") else []),
         ("load at start", " ".join(f"{x:.2f}" for x in fp["loadavg"])),
         ("params", _pairs(detail.params)),
         ("tunables", _pairs(detail.tunables) or "none"),

@@ -23,7 +23,7 @@ from perfline.process import tail
 from perfline.runner.load import cpu_hogs
 from perfline.store import COMPLETED, FAILED, INTERRUPTED, Store
 from perfline.targets.guest import GuestBenchmark
-from perfline.tunables import Journal, TunableError, applied
+from perfline.tunables import Journal, TunableError, applied, read_back
 
 # Errors that end a run as `failed` without being perfline bugs.
 RUN_ERRORS = (BenchmarkFailed, BenchmarkUnavailable, TunableError)
@@ -100,20 +100,25 @@ class CaseRun:
         self._stack = ExitStack()
         self._bench: Benchmark | None = None
         self._own_failure: BaseException | None = None
+        self._fingerprint: Fingerprint | None = None
+        self._tuned_per_step = False
 
     def __enter__(self) -> CaseRun:
         self.monitors = self._available_monitors()
         refused: TunableError | None = None
+        tuned: dict[str, dict[str, str]] = {}
         if not self.tune_per_step:
             # Before the fingerprint, so that it shows the values the run ran under.
             try:
                 changes = self._stack.enter_context(applied(self.case.tunables, self.ctx.journal))
                 self.settings["tunables_applied"] = changes
+                tuned = read_back(self.case.tunables)
             except TunableError as exc:
                 refused = exc
+        self._fingerprint = self.ctx.fingerprint().with_applied(tuned)
         self.run_id = self.ctx.store.start_run(
             self.case,
-            self.ctx.fingerprint(),
+            self._fingerprint,
             label=self.ctx.label,
             kernel_commit=self.ctx.kernel_commit,
             pid=os.getpid(),
@@ -131,6 +136,7 @@ class CaseRun:
                 self._bench = self._own(lambda: self._stack.enter_context(self._new_benchmark()))
                 self.settings.update(self._bench.settings())
                 if (system := self._bench.fingerprint()) is not None:
+                    self._fingerprint = system
                     self.ctx.store.set_fingerprint(self.run_id, system)
             self.ctx.store.set_settings(self.run_id, self.settings)
         except BaseException as exc:
@@ -250,10 +256,22 @@ class CaseRun:
                 if self.tune_per_step:
                     changes = stack.enter_context(applied(self.case.tunables, self.ctx.journal))
                     self.settings["tunables_applied"] = changes
+                    self._fingerprint_tuned()
                 bench = self._bench or stack.enter_context(self._new_benchmark())
                 return action(bench)
 
         return self._own(step)
+
+    def _fingerprint_tuned(self) -> None:
+        """With tunables applied per step: once, while they are, add what they read
+        back to the fingerprint taken before (the run's start knew only the old values)."""
+        if self._tuned_per_step:
+            return
+        self._tuned_per_step = True
+        assert self._fingerprint is not None  # taken on enter
+        if tuned := read_back(self.case.tunables):
+            self._fingerprint = self._fingerprint.with_applied(tuned)
+            self.ctx.store.set_fingerprint(self.run_id, self._fingerprint)
 
     def _own(self, action: Callable[[], Any]) -> Any:
         """Run `action`; a benchmark error it raises is this run's own failure."""

@@ -4,8 +4,10 @@ run and restored afterwards, from a journal if perfline crashed."""
 from perfline.tunables.apply import (
     TunableError,
     applied,
+    check_available,
     knobs,
     parse_cpu_list,
+    read_back,
     read_value,
     restore_leftovers,
 )
@@ -15,8 +17,10 @@ __all__ = [
     "Journal",
     "TunableError",
     "applied",
+    "check_available",
     "knobs",
     "parse_cpu_list",
+    "read_back",
     "read_value",
     "restore_leftovers",
     "state_dir",

@@ -55,6 +55,42 @@ def knobs(tunables: Mapping[str, Mapping[str, ParamValue]]) -> list[Knob]:
     return found
 
 
+def check_available(tunables: Mapping[str, Mapping[str, ParamValue]]) -> None:
+    """Without changing anything: every knob exists and a pin names CPUs this process
+    may use. TunableError names the first that does not."""
+    for knob in knobs(tunables):  # a governor without cpufreq fails here
+        if not knob.path.exists():
+            raise TunableError(
+                f"{knob.name}: no such knob ({knob.path} does not exist; see what "
+                f"{knob.path.parent} holds)"
+            )
+    pin = tunables.get("pin", {}).get("pin")
+    if pin is not None:
+        usable = os.sched_getaffinity(0)
+        if missing := parse_cpu_list(str(pin)) - usable:
+            raise TunableError(
+                f"pin {pin}: CPU {format_cpu_list(missing)} cannot be used here; "
+                f"usable CPUs: {format_cpu_list(usable)}"
+            )
+
+
+def read_back(tunables: Mapping[str, Mapping[str, ParamValue]]) -> dict[str, dict[str, str]]:
+    """What a case's knobs read now, for the fingerprint, after `applied` set them:
+    {"sysctl": {name: text}, "sysfs": {path: text}, "governor": {policy: name},
+    "pin": {"pin": CPU list}}. Whole file text as the fingerprint reads its own knobs
+    (`always [madvise] never`), so a knob reads the same whether a case sets it or not."""
+    found: dict[str, dict[str, str]] = {}
+    for knob in knobs(tunables):
+        try:
+            text = knob.path.read_text(errors="replace").replace("\0", " ").strip()
+        except OSError:
+            continue
+        found.setdefault(knob.kind, {})[knob.key] = text
+    if tunables.get("pin"):
+        found["pin"] = {"pin": format_cpu_list(os.sched_getaffinity(0))}
+    return found
+
+
 def read_value(path: Path) -> str:
     """The current value; for `a [b] c` selection files, the selected word."""
     text = path.read_text().strip()
@@ -118,6 +154,17 @@ def parse_cpu_list(text: str) -> set[int]:
         first, _, last = part.partition("-")
         cpus.update(range(int(first), int(last or first) + 1))
     return cpus
+
+
+def format_cpu_list(cpus: set[int]) -> str:
+    """{0, 1, 2, 5} → `0-2,5`, the kernel's cpulist form."""
+    ranges: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
 
 
 def restore(entries: list[Entry]) -> list[Entry]:
