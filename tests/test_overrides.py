@@ -3,6 +3,7 @@ file would be, including `kernel:` and `cmdline:` for the qemu target (no VM boo
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,12 @@ def test_host_tunables_are_refused_with_qemu_as_in_a_job_file(
 def test_benchmark_that_cannot_run_in_a_vm_is_refused() -> None:
     job = job_from_benchmark("tbench", {}, monitors=())
     assert "cannot run with target qemu" in error_of(job, ["kernel:new"], target="qemu")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("sysfs:/sys/../etc/passwd=1", "must be a normalized absolute path under /sys/"),
+    ("sysfs:/proc/sys/vm/swappiness=10", "write it in a sysctl: override as 'vm.swappiness'"),
+])
+def test_sysfs_paths_are_checked_as_in_job_files(text: str, message: str) -> None:
+    with pytest.raises(JobError, match=re.escape(message)):
+        parse_override(text)

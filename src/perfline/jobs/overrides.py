@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from perfline.benchmarks import BENCHMARKS, ParamValue
-from perfline.jobs.parse import job_from_benchmark
+from perfline.jobs.parse import check_sysfs_path, job_from_benchmark
 from perfline.jobs.spec import COMMAND_LINE, SINGLE_VALUED_KINDS, AxisValue, JobError, JobSpec
 from perfline.jobs.vm import check_guest_job, with_target
 from perfline.targets.kernels import KernelError, get_kernel
@@ -43,8 +43,8 @@ def parse_override(text: str) -> tuple[str, str, str]:
     key = key.strip()
     if kind == "sysctl" and not _SYSCTL.fullmatch(key):
         raise _error(text, f"sysctl name {key!r} must be dotted, like vm.swappiness")
-    if kind == "sysfs" and not key.startswith("/sys/"):
-        raise _error(text, f"sysfs path {key!r} must be an absolute path under /sys/")
+    if kind == "sysfs":
+        check_sysfs_path(key, lambda message: _error(text, message), "in a sysctl: override")
     return kind, key, value.strip()
 
 
