@@ -16,7 +16,9 @@ import pytest
 COMMITS = 64
 # The culprit makes the program do 8% more work, as the issue asks.
 CULPRIT = 41
-BROKEN = 32  # does not compile; the next commit fixes it
+# Does not compile; the next commit fixes it. It is the first probe after the endpoints
+# (the halving point of a flat posterior over 1..63), so the untestable path always runs.
+BROKEN = 31
 # The program times its work against a fixed reference loop, pass by pass, and prints
 # the median ratio. The shared 2-vCPU machines this runs on change speed by tens of
 # percent for seconds at a time with the guest idle (a plain CPU-time loop measured
@@ -120,10 +122,14 @@ def test_bisect_finds_the_commit_that_made_it_slower(repo: tuple[Path, list[str]
     assert (git(path, "rev-parse", "HEAD"), git(path, "status", "--porcelain")) == (head, status)
     with sqlite3.connect(tmp_path / "db") as connection:
         failed = connection.execute("SELECT commit_index FROM bisect_builds WHERE NOT ok").fetchall()
-    assert failed in ([], [(BROKEN,)])  # if it was probed, it was untestable, never "bad"
+    assert failed == [(BROKEN,)]  # probed, found untestable, never "bad"
     text = subprocess.run([sys.executable, "-m", "perfline", "--db", str(tmp_path / "db"), "bisect", "log"],
                           capture_output=True, text=True, check=True).stdout
     assert shas[CULPRIT][:12] in text
+    # Each probe's row says what the bisection concluded after it; the last names the culprit.
+    probes = text.split("\nbuilds")[0]
+    last_row = [line for line in probes.splitlines() if line.startswith("│")][-1]
+    assert "confirm" in probes and last_row.split("│")[7].strip() == shas[CULPRIT][:12]
 
 
 def test_sigkill_then_resume_repeats_no_measurement(repo: tuple[Path, list[str]], tmp_path: Path, env: None) -> None:
@@ -148,6 +154,9 @@ def test_sigkill_then_resume_repeats_no_measurement(repo: tuple[Path, list[str]]
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate()
     before = samples()
+    status = subprocess.run([sys.executable, "-m", "perfline", "--db", str(db), "bisect", "status", "1"],
+                            capture_output=True, text=True, check=True).stdout
+    next_probe = status.split("next probe: ", 1)[1].split()[0]
     with sqlite3.connect(db) as connection:
         builds_before = connection.execute("SELECT count(*) FROM bisect_builds").fetchone()[0]
     resumed = subprocess.run([sys.executable, "-m", "perfline", "--db", str(db), "bisect", "resume", "1", "--json"],
@@ -155,7 +164,10 @@ def test_sigkill_then_resume_repeats_no_measurement(repo: tuple[Path, list[str]]
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["culprit"] == shas[CULPRIT]
     after = samples()
-    assert after[: len(before)] == before  # kept, and nothing measured before was redone
+    assert after[: len(before)] == before  # kept
+    # It continued where it stopped: its first measurement is the probe the stored samples
+    # called for, not a fresh start at the endpoints.
+    assert shas[after[len(before)][1]].startswith(next_probe)
     with sqlite3.connect(db) as connection:
         per_commit = connection.execute(
             "SELECT commit_index, count(*) FROM bisect_builds GROUP BY commit_index HAVING count(*) > 1"

@@ -46,7 +46,10 @@ ENDPOINT_SHARE = 0.25
 
 class Status(StrEnum):
     RUNNING = "running"
-    FOUND = "found"  # the culprit's posterior reached the confidence and the A/B decided
+    FOUND = "found"  # the culprit's posterior reached the confidence and the A/B confirmed it
+    # The posterior reached the confidence, but the culprit's own samples do not differ
+    # from its parent's: the model's answer is not to be acted on without a look.
+    UNCONFIRMED = "not-confirmed"
     BUDGET = "budget"  # max_runs spent first; the result is the best guess
     NO_CHANGE = "no-change"  # the endpoints do not differ beyond their noise
 
@@ -256,8 +259,12 @@ class Bisection:
         state = self._state()
         if min(state.endpoint_counts) >= self.max_endpoint_runs and state.endpoint_z < NO_CHANGE_Z:
             return Status.NO_CHANGE
-        if self._confident() and self._confirmation().result().decision is not Decision.PENDING:
-            return Status.FOUND
+        if self._confident():
+            decision = self._confirmation().result().decision
+            if decision is Decision.CONFIRMED:
+                return Status.FOUND
+            if decision is Decision.NOT_CONFIRMED:
+                return Status.UNCONFIRMED
         if self._runs >= self.max_runs:
             return Status.BUDGET
         return Status.RUNNING

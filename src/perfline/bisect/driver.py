@@ -80,18 +80,45 @@ Progress = Callable[[str, int, float], None]  # (event, runs so far, top posteri
 
 def replay(store: Store, record: BisectionRecord) -> Bisection:
     """The state machine rebuilt from the store: its untestable commits and samples."""
-    spec = record.spec
     samples = store.bisect_samples(record.id)
-    untestable = [b.commit_index for b in store.bisect_builds(record.id)
-                  if not b.ok and b.commit_index not in (0, len(spec.commits) - 1)]
-    bisection = Bisection(len(spec.commits), Direction(spec.direction), max_runs=spec.max_runs,
-                          untestable=untestable,
-                          prior_obs=[(s.commit_index, s.value) for s in samples if s.phase == HISTORY])
+    bisection = _before_any_run(store, record, samples)
     # Confirmation samples are samples of the bisection too, in the order they were taken.
     for sample in samples:
         if sample.phase != HISTORY:
             bisection.observe(sample.commit_index, sample.value)
     return bisection
+
+
+@dataclass(frozen=True)
+class Step:
+    """One stored sample and what the bisection concluded after it."""
+
+    sample: BisectSample
+    culprit: int | None  # the most probable first bad commit then; None for history
+    probability: float
+
+
+def trace(store: Store, record: BisectionRecord) -> list[Step]:
+    """Every sample in the order taken, each with the most probable culprit after it:
+    the bisection replayed one sample at a time, as `bisect log` shows it."""
+    samples = store.bisect_samples(record.id)
+    bisection = _before_any_run(store, record, samples)
+    steps = [Step(s, None, float("nan")) for s in samples if s.phase == HISTORY]
+    for sample in samples:
+        if sample.phase != HISTORY:
+            bisection.observe(sample.commit_index, sample.value)
+            result = bisection.result()
+            steps.append(Step(sample, result.culprit, result.probability))
+    return steps
+
+
+def _before_any_run(store: Store, record: BisectionRecord, samples: list[BisectSample]) -> Bisection:
+    """The bisection with its untestable commits and its history, before its first run."""
+    spec = record.spec
+    last = len(spec.commits) - 1
+    untestable = [b.commit_index for b in store.bisect_builds(record.id) if not b.ok and b.commit_index not in (0, last)]
+    return Bisection(len(spec.commits), Direction(spec.direction), max_runs=spec.max_runs, untestable=untestable,
+                     prior_obs=[(s.commit_index, s.value) for s in samples if s.phase == HISTORY])
 
 
 def drive(

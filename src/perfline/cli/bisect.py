@@ -184,14 +184,7 @@ def log(bisection_id: Annotated[Optional[int], typer.Argument(help="Bisection id
     record = _record(store, bisection_id)
     commits = _commits(record)
     _print_kind(record.spec)
-    table = Table(title=f"bisection {record.id} probes", title_justify="left")
-    for column in ("#", "commit", "subject", "phase", "value", "run"):
-        table.add_column(column)
-    for number, sample in enumerate(store.bisect_samples(record.id), start=1):
-        commit = commits[sample.commit_index]
-        table.add_row(str(number), commit.sha[:12], commit.subject, sample.phase, f"{sample.value:.6g}",
-                      str(sample.run_id or ""))
-    console.print(table)
+    console.print(_probes_table(store, record, commits))
     builder = _builder(record)
     full_logs = isinstance(builder, kernel.KernelBuilder)
     builds = Table(title="builds", title_justify="left")
@@ -206,6 +199,22 @@ def log(bisection_id: Annotated[Optional[int], typer.Argument(help="Bisection id
             row.append(str(full) if full.is_file() else "")
         builds.add_row(*row)
     console.print(builds)
+
+
+def _probes_table(store: Store, record: BisectionRecord, commits: list[Commit]) -> Table:
+    """Every sample, and the most probable first bad commit after it: what it concluded."""
+    from perfline.bisect.driver import trace
+
+    table = Table(title=f"bisection {record.id} probes", title_justify="left")
+    for column in ("#", "commit", "subject", "phase", "value", "run", "then most probable", "P"):
+        table.add_column(column)
+    for number, step in enumerate(trace(store, record), start=1):
+        sample = step.sample
+        commit = commits[sample.commit_index]
+        concluded = ("", "") if step.culprit is None else (commits[step.culprit].sha[:12], f"{step.probability:.3f}")
+        table.add_row(str(number), commit.sha[:12], commit.subject, sample.phase, f"{sample.value:.6g}",
+                      str(sample.run_id or ""), *concluded)
+    return table
 
 
 def _print_kind(spec: BisectionSpec) -> None:
@@ -246,6 +255,7 @@ def _run(store: Store, bisection_id: int, commits: list[Commit], as_json: bool) 
     if as_json:
         print(json.dumps(outcome.to_json(), indent=2))
     else:
+        console.print(_probes_table(store, outcome.record, commits))
         _print_outcome(outcome, commits)
     if outcome.result.status is not Status.FOUND:
         raise typer.Exit(EXIT_FAILED)
@@ -435,5 +445,12 @@ def _print_outcome(outcome: Outcome, commits: list[Commit]) -> None:
         c = outcome.confirmation
         console.print(f"  A/B against its parent: {c.decision.value}, {c.change_pct:+.2f}% "
                       f"[{c.ci_pct[0]:+.2f}, {c.ci_pct[1]:+.2f}], p={c.p_value:.2g}, {c.samples} samples")
-    console.print(f"  {document['runs']} benchmark runs, {outcome.builds} builds; "
-                  f"`perfline bisect log {outcome.record.id}` lists every probe")
+    if outcome.result.status is Status.UNCONFIRMED:
+        parent = commits[outcome.result.parent].sha[:12]
+        console.print(f"  [yellow]not confirmed:[/yellow] the model is sure, but this commit's own samples do "
+                      f"not differ from its parent's; check with `perfline ab` on {parent} and {culprit.sha[:12]} "
+                      "before acting on it (a machine whose speed drifted does this)")
+    elif outcome.result.status is Status.BUDGET:
+        console.print(f"  [yellow]budget spent:[/yellow] the best guess after {document['runs']} runs; "
+                      f"`perfline bisect status {outcome.record.id}` lists the most probable commits")
+    console.print(f"  {document['runs']} benchmark runs, {outcome.builds} builds")
