@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import math
-import os
 import shutil
-import signal
 import socket
 import time
 from pathlib import Path
 
 import pytest
 from test_cli import start
-from test_tunables import children, still_running
+from processes import Found, assert_gone, children, kill_leftovers, sigkill_once_started
 
 from perfline.benchmarks import BENCHMARKS, BenchmarkUnavailable
 from perfline.benchmarks.tbench import PORT, Tbench, TbenchResult, _port_in_use, parse_tbench
@@ -128,28 +126,19 @@ def test_sigkilled_perfline_leaves_no_tbench_behind(tmp_path: Path) -> None:
     assert server is not None and client is not None
     proc = start(tmp_path / "db", "run", "tbench", "-p", "duration=3", "-p", "clients=1",
                  "--repeat", "3", "--warmup", "0", "--no-monitors")
-    servers: dict[int, str] = {}
-    clients: dict[int, str] = {}
+    servers: Found = {}
+
+    def both_started() -> Found:
+        servers.update(children(proc.pid, server))
+        clients = children(proc.pid, f"{client} -t 3 1 127.0.0.1")
+        return servers | clients if servers and clients else {}
+
+    started = sigkill_once_started(proc, both_started, "tbench_srv and tbench client")
     try:
-        deadline = time.monotonic() + 120
-        while not (servers and clients):
-            assert proc.poll() is None, f"perfline exited early: {proc.communicate()[1]}"
-            assert time.monotonic() < deadline, "tbench did not start within 120 s"
-            time.sleep(0.05)
-            servers = children(proc.pid, server)
-            clients = children(proc.pid, f"{client} -t 3 1 127.0.0.1")
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=60)
-    try:
-        deadline = time.monotonic() + 30
-        while left := [pid for pid, started in servers.items() if still_running(pid, started)]:
-            assert time.monotonic() < deadline, f"tbench_srv {left} outlived the SIGKILLed perfline"
-            time.sleep(0.05)
+        assert_gone(servers, "tbench_srv")
+        deadline = time.monotonic() + 60
         while _port_in_use():  # probed by binding: connecting would pile up in the backlog
-            assert time.monotonic() < deadline + 30, f"port {PORT} still in use after 60 s"
+            assert time.monotonic() < deadline, f"port {PORT} still in use after 60 s"
             time.sleep(0.1)
     finally:
-        for pid, started in (servers | clients).items():
-            if still_running(pid, started):
-                os.killpg(pid, signal.SIGKILL)
+        kill_leftovers(started)

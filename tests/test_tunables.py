@@ -6,10 +6,10 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
+from processes import assert_gone, children, kill_leftovers, sigkill_once_started
 from test_cli import perfline, start, wait_for_samples
 
 from perfline.targets.local import RELEVANT_SYSCTLS
@@ -155,53 +155,14 @@ def test_ab_with_sysctl_sides(tmp_path: Path) -> None:
     assert int(SWAPPINESS.read_text()) == before
 
 
-def children(parent: int, cmdline: str) -> dict[int, str]:
-    """Live children of `parent` running `cmdline`: pid → start time (tells a reused pid)."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rpartition(")")[2].split()
-            argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if int(fields[1]) == parent and argv.strip() == cmdline and fields[0] != "Z":
-            found[int(entry.name)] = fields[19]
-    return found
-
-
-def still_running(pid: int, started: str) -> bool:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return False
-    return fields[19] == started and fields[0] != "Z"  # a zombie is dead, waiting to be reaped
-
-
 def test_sigkilled_run_takes_its_load_hogs_along(tmp_path: Path) -> None:
     spec = job(tmp_path, "load: 1\n", cmd="sleep 3; echo 1")
     proc = start(tmp_path / "db", "run", str(spec))
-    hogs: dict[int, str] = {}
+    hogs = sigkill_once_started(proc, lambda: children(proc.pid, HOG), "CPU hog")
     try:
-        deadline = time.monotonic() + 120
-        while not hogs:
-            assert proc.poll() is None, f"perfline exited early: {proc.communicate()[1]}"
-            assert time.monotonic() < deadline, "no CPU hog started within 120 s"
-            time.sleep(0.05)
-            hogs = children(proc.pid, HOG)
+        assert_gone(hogs, "CPU hogs")
     finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=60)
-    try:
-        deadline = time.monotonic() + 30
-        while left := [pid for pid, started in hogs.items() if still_running(pid, started)]:
-            assert time.monotonic() < deadline, f"CPU hogs {left} outlived the SIGKILLed perfline"
-            time.sleep(0.05)
-    finally:
-        for pid, started in hogs.items():
-            if still_running(pid, started):
-                os.kill(pid, signal.SIGKILL)
+        kill_leftovers(hogs)
 
 
 LEASE_BREAK = Path("/proc/sys/fs/lease-break-time")  # harmless, and not in RELEVANT_SYSCTLS
