@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from perfline.comparison import CaseComparison, Side, compare_sides
 from perfline.fingerprint import Fingerprint
-from perfline.jobs.spec import Case
+from perfline.jobs.spec import ACCELS, Case, VmSpec
 from perfline.runner import RunContext, execute_interleaved
 from perfline.series import Series, judge
 from perfline.store import Regression, RunDetail, Store
+from perfline.targets.kernels import KernelError, get_kernel
 
 if TYPE_CHECKING:
     from perfline.stats.changepoint import ChangePoint
@@ -31,10 +35,29 @@ class TransitionError(ValueError):
     pass
 
 
-def record(store: Store, series: Series, change: ChangePoint) -> tuple[Regression, bool]:
-    """Store the change point as a regression/improvement record unless it is known."""
+# A change point that moved by up to this many points as data arrived is the same
+# change (TCPDBench's margin, docs/statistics.md).
+MARGIN = 5
+
+
+def record(
+    store: Store, series: Series, change: ChangePoint, claimed: Collection[int] = ()
+) -> tuple[Regression, bool]:
+    """Store the change point as a regression/improvement record unless it is known.
+
+    Known is: a record of this series whose first run after the change is this one, or
+    one of the same kind whose first run after its change is a run of a point within
+    MARGIN points of this one; the nearest not in `claimed` (records other change points
+    of this detection took). A known record still `new` takes the new estimate and
+    runs; any other is left as it is.
+    """
     before = series.points[change.index - 1].runs[-1]
     after = series.points[change.index].runs[0]
+    near = []
+    for distance in range(MARGIN + 1):
+        for index in sorted({change.index - distance, change.index + distance}):
+            if 0 <= index < len(series.points):
+                near += [run.id for run in series.points[index].runs]
     return store.record_regression(
         Regression(
             id=0,
@@ -52,7 +75,9 @@ def record(store: Store, series: Series, change: ChangePoint) -> tuple[Regressio
             note=None,
             detected_at=after.started_at,
             updated_at=after.started_at,
-        )
+        ),
+        near=near,
+        claimed=claimed,
     )
 
 
@@ -72,12 +97,55 @@ class CannotConfirm(RuntimeError):
     """The target cannot produce both sides again (e.g. they ran different kernels)."""
 
 
-def reproduction_cases(store: Store, regression: Regression, pairs: int, here: Fingerprint) -> tuple[Case, Case]:
+def check_confirmable(regression: Regression) -> None:
+    """Before anything runs: a confirmation ends in confirmed or false-alarm, so both
+    must be allowed from the record's status (only `new`)."""
+    allowed = TRANSITIONS[regression.status]
+    if not {CONFIRMED, FALSE_ALARM} <= allowed:
+        reopen = (f"; `perfline regressions mark {regression.id} new` reopens it"
+                  if NEW in allowed else "")
+        raise TransitionError(
+            f"regression {regression.id} is {regression.status}: only a new one can be confirmed{reopen}"
+        )
+
+
+# Knobs a side's fingerprint shows that cannot be set back: lockdown only goes up.
+_NOT_SETTABLE = frozenset({"/sys/kernel/security/lockdown"})
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """The two sides as they run again, and what was set to make them so."""
+
+    before: Case
+    after: Case
+    # Per side: sysctl/sysfs values that differed between the sides' fingerprints and
+    # are applied as that side's tunables.
+    knobs: tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]
+
+    def describe(self) -> str:
+        """What the note says besides the result: the kernels booted, the knobs set."""
+        said = []
+        if self.before.vm is not None and self.after.vm is not None:
+            said.append(f"in VMs with kernels {self.before.vm.kernel} and {self.after.vm.kernel}")
+        if any(self.knobs):
+            sides = [", ".join(f"{kind} {key}={value}" for kind, values in knobs.items()
+                               for key, value in values.items()) or "-" for knobs in self.knobs]
+            said.append(f"with the knobs the sides' runs differed in: before {sides[0]}; after {sides[1]}")
+        return "; ".join(said)
+
+
+def reproduction(store: Store, regression: Regression, pairs: int, here: Fingerprint) -> Reproduction:
     """The cases of the runs on both sides of the change, to run again on this host.
 
-    Only what perfline can set again is reproduced: benchmark parameters and tunables.
-    Different kernels or another machine cannot be recreated here.
+    What perfline can set again is reproduced: benchmark parameters and tunables; the
+    sysctl and sysfs values that differ between the two runs' fingerprints (changed
+    outside perfline), each side's own; and for runs in a VM (target qemu) the
+    registered kernel each side booted. Another machine, another kernel on this host,
+    or two commits of a build (the same setup here twice) cannot be recreated: those
+    raise CannotConfirm. Nothing is run.
     """
+    check_confirmable(regression)
     sides = [store.get_run(run_id) for run_id in (regression.before_run_id, regression.after_run_id)]
     for detail in sides:
         fingerprint = detail.fingerprint
@@ -85,34 +153,117 @@ def reproduction_cases(store: Store, regression: Regression, pairs: int, here: F
             raise CannotConfirm(
                 f"run {detail.info.id} ran on {fingerprint['hostname']}; confirm it there"
             )
-        if fingerprint["kernel_release"] != here.kernel_release:
+    vms = [_vm(detail) for detail in sides]
+    commits = [detail.info.kernel_commit for detail in sides]
+    # Two VM kernels carry the commits (a kernel tree's builds): booting each reproduces them.
+    own_kernels = vms[0] is not None and vms[1] is not None and vms[0].kernel != vms[1].kernel
+    if commits[0] and commits[1] and not _same_commit(commits[0], commits[1]) and not own_kernels:
+        raise CannotConfirm(
+            f"runs {sides[0].info.id} and {sides[1].info.id} were measured at commits {commits[0]} and "
+            f"{commits[1]}; a re-run here would measure one setup twice. Bisect them instead: "
+            f"perfline bisect start --good {commits[0]} --bad {commits[1]} --repo REPO --build CMD "
+            f"--job JOB --metric {regression.metric}"
+        )
+    for detail, vm in zip(sides, vms, strict=True):
+        fingerprint = detail.fingerprint
+        if vm is None and fingerprint["kernel_release"] != here.kernel_release:
             raise CannotConfirm(
                 f"run {detail.info.id} ran kernel {fingerprint['kernel_release']}, this host runs "
                 f"{here.kernel_release}; boot that kernel (or use a VM target) to confirm"
             )
-    before, after = (_case(detail, pairs) for detail in sides)
-    return before, after
+    knobs = _outside_knobs(sides) if not any(vms) else ({}, {})
+    before, after = (_case(detail, pairs, vm, extra)
+                     for detail, vm, extra in zip(sides, vms, knobs, strict=True))
+    return Reproduction(before, after, knobs)
 
 
-def _case(detail: RunDetail, pairs: int) -> Case:
+def reproduction_cases(store: Store, regression: Regression, pairs: int, here: Fingerprint) -> tuple[Case, Case]:
+    found = reproduction(store, regression, pairs, here)
+    return found.before, found.after
+
+
+def _same_commit(a: str, b: str) -> bool:
+    # Without the repository an abbreviated sha is only known to be its full one's prefix.
+    return a.startswith(b) or b.startswith(a)
+
+
+def _vm(detail: RunDetail) -> VmSpec | None:
+    """The VM a qemu run booted, with the same registered kernel, size and accelerator."""
+    if detail.info.target != "qemu":
+        return None
+    settings = detail.settings
+    name = settings.get("vm_kernel")
+    if not name:
+        raise CannotConfirm(f"run {detail.info.id} stored no VM kernel (its VM never booted)")
+    try:
+        kernel = get_kernel(str(name))
+    except KernelError:
+        raise CannotConfirm(
+            f"run {detail.info.id} booted kernel {name}, which is no longer registered "
+            "(see `perfline kernels list`); register it again under that name to confirm"
+        ) from None
+    release = settings.get("vm_kernel_release")
+    if release and kernel.release != release:
+        raise CannotConfirm(
+            f"run {detail.info.id} booted kernel {name} at release {release}; it is now {kernel.release}"
+        )
+    defaults = VmSpec(str(name))
+    accel = settings.get("vm_accel")
+    return VmSpec(
+        kernel=str(name),
+        cpus=int(settings.get("vm_cpus", defaults.cpus)),
+        memory_mb=int(settings.get("vm_memory_mb", defaults.memory_mb)),
+        # The accelerator it ran with: a side that fell back to TCG is re-run under TCG.
+        accel=accel if accel in ACCELS else defaults.accel,
+    )
+
+
+def _outside_knobs(sides: list[RunDetail]) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+    """Per side, the sysctl and sysfs values in which the two runs' fingerprints differ,
+    other than the ones the case sets itself: knobs changed outside perfline."""
+    found: tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]] = ({}, {})
+    for kind, field in (("sysctl", "sysctls"), ("sysfs", "sysfs")):
+        before, after = (detail.fingerprint.get(field) or {} for detail in sides)
+        own = set(sides[0].tunables.get(kind, {})) | set(sides[1].tunables.get(kind, {}))
+        for key in sorted((before.keys() & after.keys()) - own - _NOT_SETTABLE):
+            values = (_selected(before[key]), _selected(after[key]))
+            if values[0] != values[1]:
+                for side, value in zip(found, values, strict=True):
+                    side.setdefault(kind, {})[key] = value
+    return found
+
+
+def _selected(value: str) -> str:
+    """A selection file's value as written: `always [madvise] never` is `madvise`."""
+    match = re.search(r"\[([^\]]+)\]", value)
+    return match.group(1) if match else value.strip()
+
+
+def _case(detail: RunDetail, pairs: int, vm: VmSpec | None = None,
+          knobs: dict[str, dict[str, str]] | None = None) -> Case:
+    tunables: dict[str, dict[str, Any]] = {kind: dict(values) for kind, values in detail.tunables.items()}
+    for kind, values in (knobs or {}).items():
+        tunables.setdefault(kind, {}).update(values)
     return Case(
         job=detail.info.job,
         benchmark=detail.info.benchmark,
         params=dict(detail.params),
-        tunables={kind: dict(values) for kind, values in detail.tunables.items()},
+        tunables=tunables,
         repeat=pairs,
         warmup=1,
         monitors=(),
         target=detail.info.target,
+        vm=vm,
     )
 
 
 def confirm(store: Store, regression_id: int, ctx: RunContext, pairs: int) -> tuple[Regression, CaseComparison]:
     """Re-run both sides interleaved; confirmed when the change shows again, with the same
-    sign and significance, else a false alarm."""
+    sign and significance, else a false alarm. Refused before anything runs when the
+    record is not `new` or the sides cannot be reproduced here (`reproduction`)."""
     regression = store.get_regression(regression_id)
-    before, after = reproduction_cases(store, regression, pairs, ctx.fingerprint())
-    outcomes = execute_interleaved(before, after, pairs, ctx)
+    found = reproduction(store, regression, pairs, ctx.fingerprint())
+    outcomes = execute_interleaved(found.before, found.after, pairs, ctx)
     if len(outcomes) < 2 or any(o.repetitions < 2 for o in outcomes):
         raise CannotConfirm("the re-runs failed: " + "; ".join(f"run {o.run_id}: {o.error}" for o in outcomes))
     sides = [Side(f"{name} (run {o.run_id})", [store.get_run(o.run_id)])
@@ -126,4 +277,6 @@ def confirm(store: Store, regression_id: int, ctx: RunContext, pairs: int) -> tu
     status = CONFIRMED if same_way else FALSE_ALARM
     note = (f"re-run interleaved (runs {outcomes[0].run_id}, {outcomes[1].run_id}): "
             f"{again.change_pct:+.1f}% [{again.ci_pct[0]:+.1f}, {again.ci_pct[1]:+.1f}], p={again.p_value:.2g}")
+    if how := found.describe():
+        note += f"; {how}"
     return transition(store, regression_id, status, note), comparison

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 import subprocess
 from collections import defaultdict
 from collections.abc import Iterable
@@ -12,11 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfline.metric import Direction, Metric
-from perfline.store import RunInfo, RunValues
+from perfline.store import COMPLETED, RunInfo, RunValues
 
 
 if TYPE_CHECKING:
     from perfline.stats.changepoint import ChangePoint
+
+# The label `perfline bisect` gives the runs it measures (cli/bisect.py).
+BISECT_LABEL = re.compile(r"bisect-\d+")
 
 
 class SeriesError(ValueError):
@@ -57,12 +61,30 @@ class Series:
         return detect([list(p.values) for p in self.points], false_alarm_rate=false_alarm_rate)
 
 
+def is_bisection_probe(run: RunInfo) -> bool:
+    """A run a bisection measured: `perfline bisect` labels its runs `bisect-<id>`."""
+    return run.label is not None and BISECT_LABEL.fullmatch(run.label) is not None
+
+
 def build_series(found: Iterable[RunValues], repo: Path | None = None) -> list[Series]:
     """Group run values into series. With `repo`, a series whose runs all name a kernel
     commit is ordered by that git history (runs of one commit pooled into one point);
-    otherwise each run is a point, in the order the runs started."""
+    otherwise each run is a point, in the order the runs started.
+
+    Only completed runs are points: a failed or interrupted run's few repetitions
+    measured a run that went wrong. Interleaved runs (the sides of `ab` and the re-runs
+    of `regressions confirm`, marked by their `interleaved` setting) are never points:
+    they are comparisons, not the case's regular measurement (kernel sides of an `ab`
+    share the case key, and confirm's re-runs would add a point on either side of the
+    change they check). Bisection probes (label `bisect-<id>`) are left out of a series
+    in time order, where their commits alternating between good and bad levels would be
+    read as steps, and kept in a series in commit order: there each is a real
+    measurement of the case at its commit, placed where that commit is in the history.
+    """
     groups: dict[tuple[str, str, str, str], list[RunValues]] = defaultdict(list)
     for item in found:
+        if item.run.status != COMPLETED or item.interleaved:
+            continue
         groups[(item.metric.name, item.run.benchmark, item.run.case_key, item.machine_id)].append(item)
     series = []
     for (_, benchmark, case_key, machine_id), items in sorted(groups.items()):
@@ -70,10 +92,39 @@ def build_series(found: Iterable[RunValues], repo: Path | None = None) -> list[S
         if repo is not None and all(commits):
             points, order = _by_commit(items, commit_order(repo, {c for c in commits if c})), "commit"
         else:
+            items = [i for i in items if not is_bisection_probe(i.run)]
+            if not items:
+                continue
             points, order = [Point((i.run,), tuple(i.values)) for i in items], "time"
         series.append(Series(items[0].metric, benchmark, case_key, machine_id,
                              items[0].run.hostname, points, order))
     return series
+
+
+def case_parts(key: str) -> list[str]:
+    """A case key split at its top-level commas (a JSON-quoted value may hold commas)."""
+    parts, current, quoted, escaped = [], [], False, False
+    for char in key:
+        if escaped:
+            escaped = False
+        elif quoted and char == "\\":
+            escaped = True
+        elif char == '"':
+            quoted = not quoted
+        elif char == "," and not quoted:
+            parts.append("".join(current).strip())
+            current = []
+            continue
+        current.append(char)
+    parts.append("".join(current).strip())
+    return [p for p in parts if p]
+
+
+def matching_cases(keys: Iterable[str], wanted: str) -> list[str]:
+    """The case keys holding every comma-separated part of `wanted`, e.g. `clients=4`
+    matches `clients=4,duration=5`; a whole key matches itself."""
+    parts = set(case_parts(wanted))
+    return sorted({key for key in keys if key == wanted or parts <= set(case_parts(key))})
 
 
 def _by_commit(items: list[RunValues], order: dict[str, int]) -> list[Point]:

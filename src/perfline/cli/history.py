@@ -16,7 +16,7 @@ from perfline import regressions as records
 from perfline.cli.common import EXIT_FAILED, console, fail, open_store, running
 from perfline.report.compare import comparison_view
 from perfline.report.history import KIND_STYLE, history_table, write_png
-from perfline.series import Series, SeriesError, build_series, read_csv_column
+from perfline.series import Series, SeriesError, build_series, matching_cases, read_csv_column
 from perfline.store import Regression, RunNotFound, Store
 from perfline.targets import local
 
@@ -35,7 +35,14 @@ RateOption = Annotated[
 
 def _series(store: Store, metric: str | None, case: str | None, machine: str | None,
             since: datetime | None, repo: Path | None) -> list[Series]:
-    found = store.metric_values(metric=metric, case_key=case, machine_id=machine, since=since)
+    found = store.metric_values(metric=metric, machine_id=machine, since=since)
+    if case is not None and found:
+        keys = {item.run.case_key for item in found}
+        chosen = set(matching_cases(keys, case))
+        if not chosen:
+            raise fail(f"no case of {metric or 'any metric'} matches {case!r}; stored cases: "
+                       + "; ".join(sorted(keys)))
+        found = [item for item in found if item.run.case_key in chosen]
     try:
         return build_series(found, repo)
     except SeriesError as exc:
@@ -44,7 +51,10 @@ def _series(store: Store, metric: str | None, case: str | None, machine: str | N
 
 def history(
     metric: Annotated[str, typer.Argument(help="Metric, e.g. tbench.throughput.")],
-    case: Annotated[Optional[str], typer.Option(help="Case key, e.g. clients=4,duration=5.")] = None,
+    case: Annotated[
+        Optional[str],
+        typer.Option(help="Case: a key or parts of one, e.g. clients=4 (every matching case is shown)."),
+    ] = None,
     machine: Annotated[Optional[str], typer.Option(help="Machine id (default: all).")] = None,
     repo: RepoOption = None,
     png: Annotated[Optional[Path], typer.Option(help="Write the graph to this PNG file.")] = None,
@@ -83,8 +93,10 @@ def detect(
     store = open_store()
     found = []
     for series in _series(store, metric, None, None, since, repo):
+        claimed: set[int] = set()  # a record is one change point's, however close another is
         for change in series.change_points(false_alarm_rate):
-            regression, created = records.record(store, series, change)
+            regression, created = records.record(store, series, change, claimed)
+            claimed.add(regression.id)
             found.append((series, change, regression, created))
     if as_json:
         print(json.dumps([_regression_json(r) | {"new": created} for _, _, r, created in found], indent=2))
@@ -180,7 +192,7 @@ def confirm_regression(
     try:
         regression = store.get_regression(regression_id)
         before, after = records.reproduction_cases(store, regression, pairs, local.fingerprint())
-        with running(store, [before, after], None, None) as ctx:
+        with running(store, [before, after], f"confirm-{regression_id}", None) as ctx:
             updated, comparison = records.confirm(store, regression_id, ctx, pairs)
     except (RunNotFound, records.CannotConfirm, records.TransitionError) as exc:
         raise fail(str(exc), EXIT_FAILED) from None

@@ -3,6 +3,7 @@ marked with their % change — the "simple daily number, preferably a nice graph
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,10 @@ if TYPE_CHECKING:
     from perfline.stats.changepoint import ChangePoint
 
 BARS = "▁▂▃▄▅▆▇█"
+# A long series keeps a readable figure: 0.35 inch a point up to 20 inches (2,400 pixels
+# at 120 dpi, far below matplotlib's 2^16 limit), and at most this many x labels.
+MAX_WIDTH_IN = 20.0
+MAX_TICK_LABELS = 40
 KIND_STYLE = {"regression": "bold red", "improvement": "bold green", "change": "yellow"}
 
 
@@ -71,7 +76,7 @@ def history_table(series: Series, changes: list[ChangePoint]) -> Table:
 def write_png(series: Series, changes: list[ChangePoint], path: Path) -> None:
     """Every repetition as a dot, the mean ± stddev per point, change points as lines."""
     metric = series.metric
-    figure, axes = new_axes(max(6.0, 0.35 * len(series.points) + 3), 4.2)
+    figure, axes = new_axes(min(MAX_WIDTH_IN, max(6.0, 0.35 * len(series.points) + 3)), 4.2)
     xs = list(range(len(series.points)))
     plot_points(axes, xs, [Estimate.stddev(p.values) for p in series.points], PRIMARY, "mean ± stddev")
     for change in changes:
@@ -88,8 +93,9 @@ def write_png(series: Series, changes: list[ChangePoint], path: Path) -> None:
             fontsize=8,
             color=color,
         )
-    axes.set_xticks(xs)
-    axes.set_xticklabels([p.name for p in series.points], rotation=60, ha="right", fontsize=7)
+    step = math.ceil(len(xs) / MAX_TICK_LABELS)
+    axes.set_xticks(xs[::step])
+    axes.set_xticklabels([p.name for p in series.points[::step]], rotation=60, ha="right", fontsize=7)
     style_axes(
         axes,
         title=f"{metric.name}  {series.case_key}\n{series.hostname}, by {series.order}",

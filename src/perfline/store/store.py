@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -87,6 +87,8 @@ class RunValues:
     machine_id: str
     metric: Metric
     values: list[float]
+    # A side of an interleaved A/B (`ab`, `regressions confirm`): settings `interleaved`.
+    interleaved: bool = False
 
 
 @dataclass(frozen=True)
@@ -364,23 +366,48 @@ class Store(BisectionQueries):
                 grouped.setdefault((run.id, name), (run, []))[1].append(value)
             metrics = {row.name: _metric(row) for row in session.scalars(select(MetricRow))}
             return [
-                RunValues(_info(run, len(values)), run.machine_id, metrics[name], values)
+                RunValues(_info(run, len(values)), run.machine_id, metrics[name], values,
+                          interleaved=bool((run.settings or {}).get("interleaved")))
                 for (_, name), (run, values) in grouped.items()
             ]
 
-    def record_regression(self, regression: Regression) -> tuple[Regression, bool]:
-        """Store a detected change unless it is known already; (record, newly created)."""
+    def record_regression(
+        self, regression: Regression, near: Sequence[int] = (), claimed: Collection[int] = ()
+    ) -> tuple[Regression, bool]:
+        """Store a detected change unless it is known already; (record, newly created).
+
+        Known: a record of the same series whose after-run is this one's, else one of
+        the same kind whose after-run is in `near` (run ids, nearest first) and whose id
+        is not in `claimed`. A known record still `new` takes this one's runs, change,
+        interval and strength; one already judged stays as it is.
+        """
         with self._session.begin() as session:
-            existing = session.scalars(
+            candidates = session.scalars(
                 select(RegressionRow).where(
                     RegressionRow.metric == regression.metric,
                     RegressionRow.benchmark == regression.benchmark,
                     RegressionRow.case_key == regression.case_key,
                     RegressionRow.machine_id == regression.machine_id,
-                    RegressionRow.after_run_id == regression.after_run_id,
+                    RegressionRow.after_run_id.in_(sorted({regression.after_run_id, *near})),
                 )
-            ).first()
+            ).all()
+            rank = {run_id: i for i, run_id in reversed(list(enumerate(near)))}
+            exact = [row for row in candidates if row.after_run_id == regression.after_run_id]
+            nearby = sorted(
+                (row for row in candidates
+                 if row.kind == regression.kind and row.id not in claimed and row.after_run_id in rank),
+                key=lambda row: (rank[row.after_run_id], row.id),
+            )
+            existing = (exact or nearby or [None])[0]
             if existing is not None:
+                estimate = (regression.before_run_id, regression.after_run_id, regression.kind,
+                            regression.change_pct, *regression.ci_pct, regression.strength)
+                # Only a record nobody judged yet (regressions.NEW) follows the detector.
+                if existing.status == "new" and estimate != _estimate(existing):
+                    (existing.before_run_id, existing.after_run_id, existing.kind, existing.change_pct,
+                     existing.ci_low_pct, existing.ci_high_pct, existing.strength) = estimate
+                    existing.updated_at = _now()
+                    session.flush()
                 return _regression(existing), False
             now = _now()
             row = RegressionRow(
@@ -473,6 +500,11 @@ class Store(BisectionQueries):
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _estimate(row: RegressionRow) -> tuple[Any, ...]:
+    return (row.before_run_id, row.after_run_id, row.kind, row.change_pct,
+            row.ci_low_pct, row.ci_high_pct, row.strength)
 
 
 def _regression(row: RegressionRow) -> Regression:
