@@ -8,7 +8,8 @@ docs/bisect.md: not knowing the levels costs about 11 runs at 2% noise).
 
 Only runs that measured the same thing count: the job's benchmark and case (parameters
 and tunables), run on this machine's own kernel (a VM's runs are another kernel's), on
-this machine, completed, with the commit resolved in the bisected repository. Each
+this machine, completed, not a side of an interleaved A/B, with the commit resolved in
+the bisected repository. Each
 repetition is one sample, as each probe is one repetition.
 """
 
@@ -42,7 +43,9 @@ def endpoint_history(
     samples = []
     for item in found:
         named = item.run.kernel_commit
-        if item.run.status != COMPLETED or item.run.target != "local" or not named:
+        # An A/B side ran beside another configuration, with its tunables switched
+        # around each step: not a plain measurement of the case.
+        if item.run.status != COMPLETED or item.run.target != "local" or item.interleaved or not named:
             continue
         if named not in resolved:
             resolved[named] = _resolve(repo, named)
