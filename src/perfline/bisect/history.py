@@ -9,8 +9,7 @@ docs/bisect.md: not knowing the levels costs about 11 runs at 2% noise).
 Only runs that measured the same thing count: the job's benchmark and case (parameters
 and tunables), run on this machine's own kernel (a VM's runs are another kernel's), on
 this machine, completed, not a side of an interleaved A/B, with the commit resolved in
-the bisected repository. Each
-repetition is one sample, as each probe is one repetition.
+the bisected repository. Each repetition is one sample, as each probe is one repetition.
 """
 
 from __future__ import annotations
