@@ -669,7 +669,9 @@ def write_index(out: Path, index: Mapping[str, Any]) -> None:
     text = "\n".join([
         "# Case studies",
         "",
-        "The seeds' experiments, rerun with perfline on a real machine: each page has the exact "
+        "The seeds' experiments, rerun with perfline on a real machine, as far as one machine and one "
+        "kernel allow (no SLAB-vs-SLUB comparison, no stop_machine trigger; each page's reading says "
+        "what reproduced and what did not): each page has the exact "
         "commands, the tables and figures perfline produced, the machine's fingerprint and load, the "
         "findings generated from the numbers, and a hand-written reading of them. `make case-studies` "
         "regenerates all of them here (`.venv/bin/python bench/case_studies.py --only rcu` one of them; "

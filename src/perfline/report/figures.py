@@ -178,7 +178,11 @@ def grouped_bars(
         axes.set_ylim(top=high * (high / low) ** 0.15 if log else high * 1.15)
     axes.set_xticks(base)
     axes.set_xticklabels(categories, fontsize=8)
-    style_axes(axes, title=title, xlabel=xlabel, ylabel=ylabel)
+    # The notes sit along the top edge, where the legend would cover one of them: it
+    # goes below the axes instead.
+    style_axes(axes, title=title, xlabel=xlabel, ylabel=ylabel, legend=not notes)
+    if notes:
+        axes.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=len(series), frameon=False)
     save(figure, path)
 
 
