@@ -7,8 +7,9 @@ NATIVE_CFLAGS := -O2 -g -Wall -Wextra -Werror -pthread
 
 # Every system package perfline or its tests use. linux-perf gives `perf bench` and
 # `perf stat`; dbench gives tbench/tbench_srv; postgresql gives pgbench and a server;
-# debootstrap and e2fsprogs (mkfs.ext4 -d) build the root file system of VM guests.
-APT_PACKAGES := python3 python3-venv python3-dev gcc make procps util-linux \
+# debootstrap and e2fsprogs (mkfs.ext4 -d) build the root file system of VM guests; git
+# is what bisection walks and checks out.
+APT_PACKAGES := python3 python3-venv python3-dev gcc make git procps util-linux \
 	linux-perf dbench rt-tests stress-ng postgresql postgresql-client qemu-system-x86 busybox-static \
 	debootstrap e2fsprogs
 
@@ -44,11 +45,13 @@ native/build/%: native/%.c native/common.h
 	$(CC) $(NATIVE_CFLAGS) -o $@ $< -lm
 
 # A short tour on this host: a job with a two-case matrix, then the same two cases as an
-# interleaved A/B with its paired statistics, then the stored runs.
+# interleaved A/B with its paired statistics, then the stored runs, then a bisection of a
+# small C project to the commit that made it slower.
 demo: install-deps install native
 	$(BIN)/perfline run examples/jobs/demo.yaml --label demo
 	$(BIN)/perfline ab sched-pipe -p loops=20000 --a param:cpus=0 --b param:cpus=0,1 --pairs 6 --label demo
 	$(BIN)/perfline runs --limit 5
+	examples/bisect/demo.sh $(BIN)/perfline
 
 test: install-deps install native
 	$(BIN)/pytest -q

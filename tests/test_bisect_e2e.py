@@ -19,55 +19,11 @@ CULPRIT = 41
 # Does not compile; the next commit fixes it. It is the first probe after the endpoints
 # (the halving point of a flat posterior over 1..63), so the untestable path always runs.
 BROKEN = 31
-# The program times its work against a fixed reference loop, pass by pass, and prints
-# the median ratio. The shared 2-vCPU machines this runs on change speed by tens of
-# percent for seconds at a time with the guest idle (a plain CPU-time loop measured
-# 0.98 ms, then 1.37 ms for ~4 s, then 0.98 ms again): a bisection that assumes a
-# stationary machine cannot tell that from a step, and an absolute time caught in such
-# a spell once named commit 36 here. Both loops of a pass run within 2 ms of each other,
-# so a spell slows both and the ratio keeps its ~2% noise.
-BENCH_C = r"""
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#include "work.h"
-
-#define REFERENCE 2000000UL
-#define PASSES 15
-
-static double spin_ms(unsigned long n)
-{
-	struct timespec start, end;
-	volatile unsigned long sink = 0;
-
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &start);
-	for (unsigned long i = 0; i < n; i++)
-		sink += i * i;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &end);
-	return (end.tv_sec - start.tv_sec) * 1e3 + (end.tv_nsec - start.tv_nsec) / 1e6;
-}
-
-static int by_value(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-int main(void)
-{
-	double ratio[PASSES];
-
-	for (int pass = 0; pass < PASSES; pass++) {
-		double reference = spin_ms(REFERENCE);
-
-		ratio[pass] = spin_ms(WORK) / reference;
-	}
-	qsort(ratio, PASSES, sizeof(ratio[0]), by_value);
-	printf("%.4f\n", ratio[PASSES / 2]);
-	return 0;
-}
-"""
+# examples/bisect: the program (bench.c) times its work against a fixed reference loop,
+# pass by pass, and prints the median ratio, because the shared 2-vCPU machines this runs
+# on change speed by tens of percent for seconds at a time; an absolute time caught in such
+# a spell once named commit 36 here. make-repo.sh makes the history, as `make demo` does.
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "bisect"
 
 
 def git(repo: Path, *args: str) -> str:
@@ -78,19 +34,9 @@ def git(repo: Path, *args: str) -> str:
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     repo = tmp_path_factory.mktemp("project")
-    git(repo, "init", "-q")
-    (repo / "bench.c").write_text(BENCH_C)
-    shas = []
-    for index in range(COMMITS):
-        work = 2_160_000 if index >= CULPRIT else 2_000_000
-        header = f"#define WORK {work}UL\n"
-        if index == BROKEN:
-            header = "#define WORK (\n"
-        (repo / "work.h").write_text(header)
-        (repo / "NOTES").write_text(f"change {index}\n")
-        git(repo, "add", ".")
-        git(repo, "commit", "-q", "-m", f"change {index}" + (" (more work)" if index == CULPRIT else ""))
-        shas.append(git(repo, "rev-parse", "HEAD"))
+    subprocess.run([str(EXAMPLE / "make-repo.sh"), str(repo), str(COMMITS), str(CULPRIT), str(BROKEN)], check=True)
+    shas = git(repo, "rev-list", "--reverse", "HEAD").split()
+    assert len(shas) == COMMITS
     return repo, shas
 
 
