@@ -125,7 +125,7 @@ def run(
     monitor: Annotated[
         Optional[list[str]], typer.Option("--monitor", "-m", help="Monitor to run beside it.")
     ] = None,
-    no_monitors: Annotated[bool, typer.Option(help="Run no monitors.")] = False,
+    no_monitors: Annotated[bool, typer.Option("--no-monitors", help="Run no monitors.")] = False,
     sysctl: Annotated[
         Optional[list[str]],
         typer.Option("--sysctl", metavar="NAME=VALUE", help="Set a sysctl for the run (repeat it).")
@@ -377,7 +377,7 @@ def ab(
     monitor: Annotated[
         Optional[list[str]], typer.Option("--monitor", "-m", help="Monitor to run beside it.")
     ] = None,
-    no_monitors: Annotated[bool, typer.Option(help="Run no monitors.")] = False,
+    no_monitors: Annotated[bool, typer.Option("--no-monitors", help="Run no monitors.")] = False,
     label: Annotated[Optional[str], typer.Option(help="Label stored with both runs.")] = None,
     kernel_commit: Annotated[Optional[str], typer.Option(help="Commit of the kernel.")] = None,
     target: Annotated[
