@@ -161,3 +161,71 @@ def test_stored_runs_at_the_endpoints_are_the_bisections_history(
     assert sorted(set(history)) == [(0, 1), (COMMITS - 1, 2)] and len(history) == 10
     # The stored samples are evidence, not runs of this bisection.
     assert result["runs"] == phases["bisect"] + phases.get("confirm", 0)
+
+
+# The machine's speed is the one thing these tests cannot make happen on demand: a `pace`
+# helper that says what the test tells it to stands in for the real one.
+FAKE_PACE = """#!/bin/sh
+state=$(dirname "$0")
+n=$(($(cat "$state/count" 2>/dev/null || echo 0) + 1))
+echo "$n" > "$state/count"
+if [ -e "$state/slow-$n" ]; then
+    echo 700000
+elif [ -e "$state/slow-from" ] && [ "$n" -ge "$(cat "$state/slow-from")" ]; then
+    echo 700000
+else
+    echo 500000
+fi
+"""
+SETTLE_READINGS = 5  # PaceGuard.settle's default
+
+
+@pytest.fixture
+def pace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    state = tmp_path / "native"
+    state.mkdir()
+    (state / "pace").write_text(FAKE_PACE)
+    (state / "pace").chmod(0o755)
+    monkeypatch.setenv("PERFLINE_NATIVE_DIR", str(state))
+    return state
+
+
+def bisect_samples(db: Path) -> list[tuple[int, str]]:
+    with sqlite3.connect(db) as connection:
+        return connection.execute("SELECT commit_index, phase FROM bisect_samples ORDER BY id").fetchall()
+
+
+def test_a_sample_the_machine_ran_slow_for_is_taken_again(
+    repo: tuple[Path, list[str]], tmp_path: Path, env: None, pace: Path
+) -> None:
+    path, shas = repo
+    # Two readings a sample: the 8th sample's "before" reading is 40% slow.
+    (pace / f"slow-{SETTLE_READINGS + 2 * 7 + 1}").touch()
+    proc = subprocess.run(start_args(path, shas, tmp_path / "db"), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["culprit"] == shas[CULPRIT] and result["unsteady_runs"] == 1
+    taken = bisect_samples(tmp_path / "db")
+    assert taken[7][1] == "unsteady" and taken[8][0] == taken[7][0]  # the same commit, again
+    assert [phase for _, phase in taken].count("unsteady") == 1
+    assert result["runs"] == len(taken) - 1
+
+
+def test_a_machine_that_stays_slow_stops_the_bisection_until_resumed(
+    repo: tuple[Path, list[str]], tmp_path: Path, env: None, pace: Path
+) -> None:
+    path, shas = repo
+    db = tmp_path / "db"
+    (pace / "slow-from").write_text(f"{SETTLE_READINGS + 2 * 6 + 1}\n")  # slow from the 7th sample on
+    proc = subprocess.run(start_args(path, shas, db), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1
+    assert "slower than its best around 10 samples" in proc.stderr and "bisect resume 1" in proc.stderr
+    assert [phase for _, phase in bisect_samples(db)].count("unsteady") == 10
+    (pace / "slow-from").unlink()
+    resumed = subprocess.run([sys.executable, "-m", "perfline", "--db", str(db), "bisect", "resume", "1", "--json"],
+                             capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.loads(resumed.stdout)
+    assert result["culprit"] == shas[CULPRIT] and result["unsteady_runs"] == 10
+    # None of the ten is a run of the bisection: they are stored, and no decision used them.
+    assert result["runs"] == len(bisect_samples(db)) - 10

@@ -10,19 +10,27 @@ bench/bisect_sim.py runs.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from perfline.bisect.bisection import Bisection, BisectResult
 from perfline.bisect.confirm import Confirmation, Decision
+from perfline.bisect.pace import PaceGuard
 from perfline.bisect.worktree import Builder, Commit
 from perfline.metric import Direction
 from perfline.store import Store
 from perfline.store.bisections import BisectBuild, BisectionRecord, BisectSample
 
 # HISTORY: a stored run's sample at an endpoint, recorded when the bisection started.
-BISECT, CONFIRM, HISTORY = "bisect", "confirm", "history"
+# UNSTEADY: a sample the machine ran slow for (bisect/pace.py), kept for the record and
+# taken again; no decision uses it.
+BISECT, CONFIRM, HISTORY, UNSTEADY = "bisect", "confirm", "history", "unsteady"
+# A slow spell of a shared VM lasts seconds: wait this long between retakes, and give up
+# (the bisection can be resumed) when the machine stays slow this many samples in a row.
+UNSTEADY_WAIT_S = 2.0
+UNSTEADY_TRIES = 10
 
 
 class BisectError(RuntimeError):
@@ -43,6 +51,7 @@ class Outcome:
     record: BisectionRecord
     result: BisectResult
     builds: int  # commits built for this bisection
+    unsteady: int = 0  # samples taken again because the machine ran slow
 
     @property
     def confirmation(self) -> Confirmation | None:
@@ -61,6 +70,7 @@ class Outcome:
             "ci_pct": list(ci),
             "runs": r.runs,
             "builds": self.builds,
+            "unsteady_runs": self.unsteady,
             "status": r.status.value,
             "kind": r.kind.value,
             "suspects": [spec.commits[i] for i in r.suspects],
@@ -84,7 +94,7 @@ def replay(store: Store, record: BisectionRecord) -> Bisection:
     bisection = _before_any_run(store, record, samples)
     # Confirmation samples are samples of the bisection too, in the order they were taken.
     for sample in samples:
-        if sample.phase != HISTORY:
+        if sample.phase not in (HISTORY, UNSTEADY):
             bisection.observe(sample.commit_index, sample.value)
     return bisection
 
@@ -105,7 +115,9 @@ def trace(store: Store, record: BisectionRecord) -> list[Step]:
     bisection = _before_any_run(store, record, samples)
     steps = [Step(s, None, float("nan")) for s in samples if s.phase == HISTORY]
     for sample in samples:
-        if sample.phase != HISTORY:
+        if sample.phase == UNSTEADY:
+            steps.append(Step(sample, None, float("nan")))
+        elif sample.phase != HISTORY:
             bisection.observe(sample.commit_index, sample.value)
             result = bisection.result()
             steps.append(Step(sample, result.culprit, result.probability))
@@ -128,7 +140,10 @@ def drive(
     commits: list[Commit],
     measure: Measure,
     progress: Progress = lambda event, runs, top: None,
+    guard: PaceGuard | None = None,
 ) -> Outcome:
+    """Run the bisection to its end. With `guard`, a sample the machine ran slow for is
+    stored as unsteady and taken again."""
     record = store.bisection(bisection_id)
     bisection = replay(store, record)
     built = {b.commit_index: b.ok for b in store.bisect_builds(record.id)}
@@ -145,11 +160,24 @@ def drive(
         return built[index]
 
     def sample(index: int, phase: str) -> float:
-        value, run_id = measure(commits[index], index)
-        if not (value > 0 and math.isfinite(value)):
-            raise BisectError(f"commit {commits[index].sha[:12]} gave {value!r}; the metric must be positive")
-        store.add_bisect_sample(record.id, BisectSample(index, phase, value, run_id))
-        return value
+        sha = commits[index].sha[:12]
+        for _ in range(UNSTEADY_TRIES):
+            before = guard.slowdown() if guard else 0.0
+            value, run_id = measure(commits[index], index)
+            after = guard.slowdown() if guard else 0.0
+            if not (value > 0 and math.isfinite(value)):
+                raise BisectError(f"commit {sha} gave {value!r}; the metric must be positive")
+            slower = max(before, after)
+            if guard is None or guard.steady(slower):
+                store.add_bisect_sample(record.id, BisectSample(index, phase, value, run_id))
+                return value
+            store.add_bisect_sample(record.id, BisectSample(index, UNSTEADY, value, run_id))
+            progress(f"{sha} = {value:.6g} with the machine {slower:.0%} slower: taken again",
+                     bisection.runs, float(bisection.posterior().max()))
+            time.sleep(UNSTEADY_WAIT_S)
+        raise BisectError(f"the machine ran more than {guard.tolerance:.0%} slower than its best around "
+                          f"{UNSTEADY_TRIES} samples of {sha} in a row (a busy host?); `perfline bisect "
+                          f"resume {record.id}` continues when it is steady again")
 
     while (probe := bisection.next_probe()) is not None:
         if not ready(probe):
@@ -172,6 +200,7 @@ def drive(
     result = bisection.result()
     # Builds: commits that needed one (a worktree already built by an earlier bisection
     # of the same range counts, though it cost nothing this time).
-    outcome = Outcome(record, result, len(built))
+    unsteady_total = sum(s.phase == UNSTEADY for s in store.bisect_samples(record.id))
+    outcome = Outcome(record, result, len(built), unsteady_total)
     store.finish_bisection(record.id, result.status.value, outcome.to_json())
-    return Outcome(store.bisection(record.id), result, len(built))
+    return Outcome(store.bisection(record.id), result, len(built), unsteady_total)

@@ -238,6 +238,7 @@ def _builder(record: BisectionRecord) -> Builder:
 def _run(store: Store, bisection_id: int, commits: list[Commit], as_json: bool) -> None:
     from perfline.bisect.bisection import Status
     from perfline.bisect.driver import BisectError, drive
+    from perfline.bisect.pace import PaceGuard
 
     record = store.bisection(bisection_id)
     spec = record.spec
@@ -247,9 +248,14 @@ def _run(store: Store, bisection_id: int, commits: list[Commit], as_json: bool) 
     except kernel.KernelBisectError as exc:
         raise fail(str(exc)) from None
     builder = _builder(record)
+    guard = PaceGuard()
+    try:
+        guard.settle()
+    except ToolMissing as exc:
+        raise fail(str(exc)) from None
     with _progress(spec.max_runs) as update, _measure(store, record, builder) as measure:
         try:
-            outcome = drive(store, record.id, builder, commits, measure, update)
+            outcome = drive(store, record.id, builder, commits, measure, update, guard)
         except BisectError as exc:
             raise fail(str(exc), EXIT_FAILED) from None
     if as_json:
@@ -453,4 +459,5 @@ def _print_outcome(outcome: Outcome, commits: list[Commit]) -> None:
     elif outcome.result.status is Status.BUDGET:
         console.print(f"  [yellow]budget spent:[/yellow] the best guess after {document['runs']} runs; "
                       f"`perfline bisect status {outcome.record.id}` lists the most probable commits")
-    console.print(f"  {document['runs']} benchmark runs, {outcome.builds} builds")
+    again = f", {outcome.unsteady} more taken again with the machine running slow" if outcome.unsteady else ""
+    console.print(f"  {document['runs']} benchmark runs, {outcome.builds} builds{again}")
