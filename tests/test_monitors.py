@@ -133,3 +133,12 @@ def test_system_wide_permission() -> None:
     assert system_wide_allowed(2, 1 << 38)  # CAP_PERFMON
     assert system_wide_allowed(0, 0)
     assert not system_wide_allowed(1, 0)
+
+
+def test_pace_reports_the_slowdown_around_the_work() -> None:
+    from perfline.monitors.pace import SLOWDOWN, Pace
+
+    assert SLOWDOWN.direction is Direction.NEUTRAL
+    measured = around_work(Pace())
+    # Never negative: the yardstick is the fastest reading, the ones it took included.
+    assert set(measured) == {"pace.slowdown"} and measured["pace.slowdown"].value >= 0.0

@@ -17,14 +17,14 @@ from typing import Any, Protocol
 
 from perfline.bisect.bisection import Bisection, BisectResult
 from perfline.bisect.confirm import Confirmation, Decision
-from perfline.bisect.pace import PaceGuard
+from perfline.pace import PaceGuard
 from perfline.bisect.worktree import Builder, Commit
 from perfline.metric import Direction
 from perfline.store import Store
 from perfline.store.bisections import BisectBuild, BisectionRecord, BisectSample
 
 # HISTORY: a stored run's sample at an endpoint, recorded when the bisection started.
-# UNSTEADY: a sample the machine ran slow for (bisect/pace.py), kept for the record and
+# UNSTEADY: a sample the machine ran slow for (perfline/pace.py), kept for the record and
 # taken again; no decision uses it.
 BISECT, CONFIRM, HISTORY, UNSTEADY = "bisect", "confirm", "history", "unsteady"
 # A slow spell of a shared VM lasts seconds: wait this long between retakes, and give up

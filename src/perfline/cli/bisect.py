@@ -238,7 +238,7 @@ def _builder(record: BisectionRecord) -> Builder:
 def _run(store: Store, bisection_id: int, commits: list[Commit], as_json: bool) -> None:
     from perfline.bisect.bisection import Status
     from perfline.bisect.driver import BisectError, drive
-    from perfline.bisect.pace import PaceGuard
+    from perfline.pace import PaceGuard
 
     record = store.bisection(bisection_id)
     spec = record.spec

@@ -10,6 +10,7 @@ MONITORS: Registry[Monitor] = Registry(
         "vmstat": "perfline.monitors.vmstat:Vmstat",
         "perf-stat": "perfline.monitors.perf_stat:PerfStat",
         "perf-profile": "perfline.monitors.perf_profile:PerfProfile",
+        "pace": "perfline.monitors.pace:Pace",
     },
 )
 

@@ -1,0 +1,44 @@
+"""How much slower than its best the machine ran around each repetition (perfline.pace).
+
+Shared VMs slow down by tens of percent for seconds at a time; a repetition caught in
+such a spell is an outlier that no benchmark output explains. This monitor reads the
+pace loop just before and just after each repetition and records the larger slowdown
+against the fastest reading of the run, so that `show` and `compare` put the machine's
+own steadiness beside the numbers.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from typing import ClassVar
+
+from perfline.metric import Direction, Measurement, Metric
+from perfline.monitors.base import Monitor, MonitorUnavailable
+from perfline.pace import PaceGuard
+from perfline.process import ToolMissing
+
+SLOWDOWN = Metric("pace.slowdown", "%", Direction.NEUTRAL,
+                  "the machine's speed around the repetition, against its best in the run")
+
+
+class Pace(Monitor):
+    name = "pace"
+    summary = "how much slower than its best the machine ran around each repetition (shared VMs)"
+    metrics: ClassVar[tuple[Metric, ...]] = (SLOWDOWN,)
+
+    def __init__(self) -> None:
+        self._guard = PaceGuard()
+        self._before = 0.0
+
+    def check(self) -> None:
+        try:
+            self._guard.settle()
+        except (ToolMissing, OSError, subprocess.SubprocessError, ValueError) as exc:
+            raise MonitorUnavailable(str(exc)) from exc
+
+    def start(self) -> None:
+        self._before = self._guard.slowdown()
+
+    def stop(self) -> list[Measurement]:
+        slower = max(self._before, self._guard.slowdown())
+        return [Measurement(SLOWDOWN, 100.0 * slower)]
