@@ -76,6 +76,14 @@ def main_options(
     restore_crashed_tunables()
 
 
+# The qemu target's options, the same for `run` and `ab`.
+KernelOption = Annotated[Optional[str], typer.Option(help="qemu: a kernel from `perfline kernels list`.")]
+CmdlineOption = Annotated[Optional[str], typer.Option(help="qemu: extra kernel parameters.")]
+VmCpusOption = Annotated[Optional[int], typer.Option(help="qemu: virtual CPUs (default 2).")]
+VmMemoryOption = Annotated[Optional[int], typer.Option(help="qemu: memory in MiB (default 1024).")]
+AccelOption = Annotated[Optional[str], typer.Option(help="qemu: auto, kvm or tcg (default auto).")]
+
+
 @app.command()
 def restore() -> None:
     """Put back tunables that a crashed or killed perfline run left changed."""
@@ -148,11 +156,11 @@ def run(
         Optional[str], typer.Option(help="Commit of the kernel under test.")
     ] = None,
     target: Annotated[Optional[str], typer.Option(help="local, or qemu: boot --kernel in a VM.")] = None,
-    kernel: Annotated[Optional[str], typer.Option(help="qemu: a kernel from `perfline kernels list`.")] = None,
-    cmdline: Annotated[Optional[str], typer.Option(help="qemu: extra kernel parameters.")] = None,
-    vm_cpus: Annotated[Optional[int], typer.Option(help="qemu: virtual CPUs (default 2).")] = None,
-    vm_memory: Annotated[Optional[int], typer.Option(help="qemu: memory in MiB (default 1024).")] = None,
-    accel: Annotated[Optional[str], typer.Option(help="qemu: auto, kvm or tcg (default auto).")] = None,
+    kernel: KernelOption = None,
+    cmdline: CmdlineOption = None,
+    vm_cpus: VmCpusOption = None,
+    vm_memory: VmMemoryOption = None,
+    accel: AccelOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
 ) -> None:
     """Run a job file or a single benchmark; every sample is stored as it is taken.
@@ -383,11 +391,11 @@ def ab(
     target: Annotated[
         Optional[str], typer.Option(help="local, or qemu: boot --kernel or each side's kernel:NAME in a VM.")
     ] = None,
-    kernel: Annotated[Optional[str], typer.Option(help="qemu: a kernel from `perfline kernels list`.")] = None,
-    cmdline: Annotated[Optional[str], typer.Option(help="qemu: extra kernel parameters.")] = None,
-    vm_cpus: Annotated[Optional[int], typer.Option(help="qemu: virtual CPUs (default 2).")] = None,
-    vm_memory: Annotated[Optional[int], typer.Option(help="qemu: memory in MiB (default 1024).")] = None,
-    accel: Annotated[Optional[str], typer.Option(help="qemu: auto, kvm or tcg (default auto).")] = None,
+    kernel: KernelOption = None,
+    cmdline: CmdlineOption = None,
+    vm_cpus: VmCpusOption = None,
+    vm_memory: VmMemoryOption = None,
+    accel: AccelOption = None,
     alpha: AlphaOption = DEFAULT_ALPHA,
     floor: FloorOption = DEFAULT_FLOOR_PCT,
     metric_floor: MetricFloorOption = None,
