@@ -253,6 +253,7 @@ def test_run_options_override_and_add_to_a_job_files_tunables(tmp_path: Path) ->
         ("--sysctl", "fs.lease-break-time", "expected NAME=VALUE"),
         ("--sysctl", "fs.no-such-knob=1", "no such knob (/proc/sys/fs/no-such-knob does not exist"),
         ("--sysfs", "/sys/../proc/sys/fs/lease-break-time=1", "must be a normalized absolute path under /sys/"),
+        ("--sysfs", "/proc/sys/vm/swappiness=10", "is a sysctl: write it with --sysctl as 'vm.swappiness'"),
         ("--sysfs", "/sys/kernel/no-such-knob=1", "no such knob"),
         ("--governor", "fastest", "unknown governor 'fastest': expected one of"),
         ("--pin", "1-0", "CPU range '1-0' runs backwards"),

@@ -70,6 +70,10 @@ def _key(kind: str, item: str) -> str:
     def fail(message: str) -> JobError:
         return _fail(f"{option} {item!r}")(f"{message} (e.g. {option} {example})")
 
+    if kind == "sysfs":
+        # Before parse_override, whose message would point a /proc/sys path to `ab`'s
+        # sysctl: overrides rather than to --sysctl.
+        check_sysfs_path(item.partition("=")[0].strip(), fail, sysctl_where="with --sysctl")
     text = f"{kind}:{item}"
     try:
         _, key, _ = parse_override(text)
@@ -77,8 +81,6 @@ def _key(kind: str, item: str) -> str:
         # parse_override speaks of `KIND:KEY=VALUE` overrides; say it for this option.
         message = exc.message.removeprefix(f"{text!r}: ").removesuffix(f" (e.g. {EXAMPLES})")
         raise fail(message.replace("KIND:KEY=VALUE", form)) from None
-    if kind == "sysfs":
-        check_sysfs_path(key, fail, sysctl_where="with --sysctl")
     return key
 
 
