@@ -177,11 +177,6 @@ def reproduction(store: Store, regression: Regression, pairs: int, here: Fingerp
     return Reproduction(before, after, knobs)
 
 
-def reproduction_cases(store: Store, regression: Regression, pairs: int, here: Fingerprint) -> tuple[Case, Case]:
-    found = reproduction(store, regression, pairs, here)
-    return found.before, found.after
-
-
 def _same_commit(a: str, b: str) -> bool:
     # Without the repository an abbreviated sha is only known to be its full one's prefix.
     return a.startswith(b) or b.startswith(a)
@@ -257,12 +252,11 @@ def _case(detail: RunDetail, pairs: int, vm: VmSpec | None = None,
     )
 
 
-def confirm(store: Store, regression_id: int, ctx: RunContext, pairs: int) -> tuple[Regression, CaseComparison]:
-    """Re-run both sides interleaved; confirmed when the change shows again, with the same
-    sign and significance, else a false alarm. Refused before anything runs when the
-    record is not `new` or the sides cannot be reproduced here (`reproduction`)."""
-    regression = store.get_regression(regression_id)
-    found = reproduction(store, regression, pairs, ctx.fingerprint())
+def confirm(
+    store: Store, regression: Regression, found: Reproduction, ctx: RunContext, pairs: int
+) -> tuple[Regression, CaseComparison]:
+    """Re-run both sides as `reproduction` found them, interleaved; confirmed when the
+    change shows again, with the same sign and significance, else a false alarm."""
     outcomes = execute_interleaved(found.before, found.after, pairs, ctx)
     if len(outcomes) < 2 or any(o.repetitions < 2 for o in outcomes):
         raise CannotConfirm("the re-runs failed: " + "; ".join(f"run {o.run_id}: {o.error}" for o in outcomes))
@@ -279,4 +273,4 @@ def confirm(store: Store, regression_id: int, ctx: RunContext, pairs: int) -> tu
             f"{again.change_pct:+.1f}% [{again.ci_pct[0]:+.1f}, {again.ci_pct[1]:+.1f}], p={again.p_value:.2g}")
     if how := found.describe():
         note += f"; {how}"
-    return transition(store, regression_id, status, note), comparison
+    return transition(store, regression.id, status, note), comparison

@@ -191,9 +191,9 @@ def confirm_regression(
     store = open_store()
     try:
         regression = store.get_regression(regression_id)
-        before, after = records.reproduction_cases(store, regression, pairs, local.fingerprint())
-        with running(store, [before, after], f"confirm-{regression_id}", None) as ctx:
-            updated, comparison = records.confirm(store, regression_id, ctx, pairs)
+        found = records.reproduction(store, regression, pairs, local.fingerprint())
+        with running(store, [found.before, found.after], f"confirm-{regression_id}", None) as ctx:
+            updated, comparison = records.confirm(store, regression, found, ctx, pairs)
     except (RunNotFound, records.CannotConfirm, records.TransitionError) as exc:
         raise fail(str(exc), EXIT_FAILED) from None
     console.print(comparison_view(comparison, alpha=0.01))
