@@ -15,13 +15,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from perfline.comparison import Side
 from perfline.fingerprint import differences, flatten
 from perfline.jobs import JobError, expand, load_job
 from perfline.native import CHECKOUT, native_binary
+from perfline.store import RunDetail, RunInfo
 from perfline.targets import initramfs, kernels
 from perfline.targets.kvm_memo import KvmMemo
 from perfline.targets.qemu import GuestFailed, Vm, VmConfig, kvm_usable
@@ -414,3 +417,18 @@ def test_vm_dies_with_a_sigkilled_perfline(debian_61: kernels.Kernel, tmp_path: 
     while Path(f"/proc/{qemu[0]}").exists():
         assert time.monotonic() < deadline, "QEMU outlived the perfline that started it"
         time.sleep(0.1)
+
+
+def test_compare_flags_sides_that_mix_accelerators_even_alike() -> None:
+    """Both labels' runs ran partly under KVM and partly under TCG: the same text on both
+    sides, and still two machines inside each side."""
+    def run(accel: str) -> RunDetail:
+        info = RunInfo(1, "job", "rcu-gp", "default", "qemu", "6.1", "host", None, None, "completed", 1, 1,
+                       datetime.now(UTC), None)
+        fingerprint = {"target": "qemu", "vm": {"accel": accel}}
+        return RunDetail(info, {}, {}, [], {}, fingerprint, None, None, [])
+
+    sides = [Side(name, [run("kvm"), run("tcg")]) for name in ("a", "b")]
+    [difference] = differences(sides[0].description(), sides[1].description())
+    assert (difference.key, difference.kind) == ("vm accel", "machine")
+    assert difference.base == difference.other == "mixed: kvm | tcg"

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from perfline.fingerprint import Difference, config_differences, differences, flatten
+from perfline.fingerprint import MIXED, Difference, config_differences, differences, flatten
 from perfline.metric import Metric
 from perfline.profile import ProfileEntry
 from perfline.stats.profile_diff import SymbolShift, profile_diff
@@ -52,7 +52,7 @@ class Side:
                           if k not in ("interleaved", "ci_halfwidth_pct", "precision_reached", "vm_boot_s")})
             for key, value in facts.items():
                 merged[key].add(value)
-        return {k: v.pop() if len(v) == 1 else "mixed: " + " | ".join(sorted(v))
+        return {k: v.pop() if len(v) == 1 else MIXED + " | ".join(sorted(v))
                 for k, v in merged.items()}
 
     def load(self) -> float:

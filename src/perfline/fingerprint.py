@@ -66,6 +66,8 @@ class Fingerprint:
 # a comparison across them measures the machines as much as the kernels.
 MACHINE_FIELDS = ("hostname", "machine_id", "arch", "cpu_model", "cpu_count", "memory_bytes")
 KERNEL_FIELDS = ("kernel_release", "kernel_version", "cmdline", "config_hash")
+# How a side's description reads a fact its own runs do not agree on (comparison.Side).
+MIXED = "mixed: "
 # Differences in load at start below this (1-minute average) are ordinary noise.
 LOAD_TOLERANCE = 0.5
 
@@ -101,7 +103,10 @@ def differences(
     found = []
     for key in sorted(base.keys() | other.keys(), key=_order):
         a, b = base.get(key, "-"), other.get(key, "-")
-        if a != b:
+        # A side whose own runs ran on different machines (or accelerators) measured the
+        # machines too, even when the other side is mixed the same way.
+        mixed_machine = _kind(key) == "machine" and MIXED in (a[: len(MIXED)], b[: len(MIXED)])
+        if a != b or mixed_machine:
             found.append(Difference(key, a, b, _kind(key)))
     if loads is not None and abs(loads[0] - loads[1]) > LOAD_TOLERANCE:
         found.append(Difference("load at start (1 min)", f"{loads[0]:.2f}", f"{loads[1]:.2f}", "load"))
