@@ -12,7 +12,7 @@ count. "exact" is the share of trials whose answer is the culprit itself.
 Methods:
   perfline     Bayesian bisection (src/perfline/bisect) through the loop of `perfline
                bisect start` (Bisection.next_probe/observe, without builds and store):
-               halving probes until the posterior reaches 0.995, then the A/B of the
+               most informative probes until the posterior reaches 0.995, then the A/B of the
                culprit against its parent, on the samples already taken at the two and
                the missing ones (2 a side at least) taken alternately. Every run counts,
                endpoints and A/B included; "of which A/B" are the runs taken while the

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from perfline.bisect import ABConfirmation, Bisection, Decision, Kind, Status
+from perfline.bisect import posterior as model
+from perfline.bisect.strategy import halving_probe, informative_probe
 from perfline.metric import Direction
 
 Measure = Callable[[int], float]
@@ -79,7 +81,7 @@ def test_replaying_the_samples_gives_the_same_posterior_and_next_probe() -> None
     original = Bisection(512)
     measure = step_measure(300, seed=4)
     samples = []
-    for _ in range(20):
+    for _ in range(12):  # mid-bisection: this seed ends after 19
         commit = original.next_probe()
         assert commit is not None
         samples.append((commit, measure(commit)))
@@ -234,7 +236,7 @@ def test_the_bisection_runs_its_confirmation_on_the_samples_it_has() -> None:
 
 
 def test_a_bisection_resumed_during_its_confirmation_continues_it() -> None:
-    measure = step_measure(20, seed=37)  # a seed whose A/B needs two runs of its own
+    measure = step_measure(20, seed=29)  # a seed whose A/B needs two runs of its own
     original = Bisection(64)
     taken: list[tuple[int, float]] = []
     ab_runs = 0
@@ -290,3 +292,31 @@ def test_history_saves_the_runs_the_endpoints_would_take() -> None:
     # At least the 6 endpoint runs of a bisection from scratch; mostly more, since the
     # levels are known better than 3 runs a side would.
     assert np.mean(runs[True]) < np.mean(runs[False]) - 4
+
+
+def _probe(n_commits: int, samples: list[tuple[int, float]]) -> tuple[int, int]:
+    """The informative probe and the halving probe after `samples`."""
+    commits = np.array([k for k, _ in samples], dtype=np.intp)
+    y = np.log([v for _, v in samples])
+    fit = model.fit(n_commits, commits, y)
+    testable = np.ones(n_commits, dtype=bool)
+    return (informative_probe(fit.posterior, testable, commits, y, fit.weights),
+            halving_probe(fit.posterior, testable))
+
+
+def test_with_clear_levels_the_most_informative_probe_halves_the_posterior() -> None:
+    rng = np.random.default_rng(0)
+    samples = [(0, float(np.exp(0.02 * rng.standard_normal()))) for _ in range(10)]
+    samples += [(63, 1.05 * float(np.exp(0.02 * rng.standard_normal()))) for _ in range(10)]
+    informative, halving = _probe(64, samples)
+    assert informative == halving == 31
+
+
+def test_when_the_bad_level_is_in_doubt_an_endpoint_is_worth_more_than_halving() -> None:
+    # Both samples at the bad end came out at the good level: every probe so far agrees
+    # with them, so probing in the middle cannot say where the step is; the bad end can.
+    samples = [(0, 1.0), (0, 1.01), (63, 1.012), (63, 1.0), (31, 1.0), (31, 0.995), (31, 1.01),
+               (47, 1.0), (47, 1.005), (55, 1.0), (55, 0.99)]
+    informative, halving = _probe(64, samples)
+    assert halving not in (0, 63)
+    assert informative in (0, 63)

@@ -23,7 +23,7 @@ from scipy import stats
 
 from perfline.bisect import posterior as model
 from perfline.bisect.confirm import ABConfirmation, Confirmation, Decision
-from perfline.bisect.strategy import group_heads, group_posterior, halving_probe
+from perfline.bisect.strategy import group_heads, group_posterior, informative_probe
 from perfline.metric import Direction
 
 Observation = tuple[int, float]
@@ -36,12 +36,6 @@ MIN_SEPARATION = 2.0
 # change. Deliberately low: wrongly refusing a real step costs the user more than a
 # bisection that ends on its budget with a low probability.
 NO_CHANGE_Z = 1.0
-# After this many runs without a decision, a quarter of the runs go to the endpoints. A
-# long bisection is almost always one whose endpoint samples were unlucky (a bad level
-# that looks halfway good), and the probes cannot correct that when the culprit is near
-# an end; only more endpoint samples can.
-STUCK_RUNS = 40
-ENDPOINT_SHARE = 0.25
 
 
 class Status(StrEnum):
@@ -135,7 +129,7 @@ class Bisection:
         untestable: Iterable[int] = (),
         confidence: float = 0.995,
         max_runs: int = 200,
-        endpoint_runs: int = 3,
+        endpoint_runs: int = 2,
         max_endpoint_runs: int = 10,
     ) -> None:
         if n_commits < 2:
@@ -278,10 +272,9 @@ class Bisection:
             return self._fewer_endpoint()
         if self._confident():
             return self._confirmation().next_probe()
-        at_endpoints = sum(self._state().endpoint_counts)
-        if self._runs >= STUCK_RUNS and at_endpoints < ENDPOINT_SHARE * self._runs:
-            return self._fewer_endpoint()
-        return halving_probe(self.posterior(), self._testable)
+        state = self._state()
+        assert state.weights is not None  # both endpoints have samples after their phase
+        return informative_probe(state.posterior, self._testable, state.commits, state.y, state.weights)
 
     def result(self) -> BisectResult:
         """The most probable culprit so far, with the change between the two levels."""

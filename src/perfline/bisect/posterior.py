@@ -119,9 +119,25 @@ def outlier_weights(y: FloatArray, levels: Levels) -> FloatArray:
     return np.minimum((NU + 1.0) / (NU + distance**2), 1.0)
 
 
-def log_posterior(n_commits: int, commits: IntArray, y: FloatArray, w: FloatArray) -> FloatArray:
-    """Normalised log P(c = k | samples), uniform prior over 1..N-1, levels and scale
-    integrated out."""
+@dataclass(frozen=True)
+class Splits:
+    """The two sides under every culprit c = 1..N-1 (entry c-1): weight, mean and the
+    pooled sum of squares within the sides. Means are of the centred logs (`y - centre`)."""
+
+    w0: FloatArray
+    m0: FloatArray
+    w1: FloatArray
+    m1: FloatArray
+    ss: FloatArray
+    n: int  # samples, whatever their weights
+
+    @property
+    def dof(self) -> float:
+        return max(self.n - 2.0, 1.0)
+
+
+def splits(n_commits: int, commits: IntArray, y: FloatArray, w: FloatArray) -> Splits:
+    """Both sides of every split from prefix sums over commits, O(N + samples)."""
     # Centring keeps the prefix sums of squares from cancelling catastrophically.
     y = y - _median(y)
     count = np.cumsum(np.bincount(commits, weights=w, minlength=n_commits))
@@ -131,9 +147,16 @@ def log_posterior(n_commits: int, commits: IntArray, y: FloatArray, w: FloatArra
     w0, s0, q0 = count[:-1], total[:-1], square[:-1]
     w1, s1, q1 = count[-1] - w0, total[-1] - s0, square[-1] - q0
     ss = np.maximum(q0 - s0**2 / w0 + q1 - s1**2 / w1, len(y) * MIN_SCALE**2)
+    return Splits(w0, s0 / w0, w1, s1 / w1, ss, len(y))
+
+
+def log_posterior(n_commits: int, commits: IntArray, y: FloatArray, w: FloatArray) -> FloatArray:
+    """Normalised log P(c = k | samples), uniform prior over 1..N-1, levels and scale
+    integrated out."""
+    s = splits(n_commits, commits, y, w)
     log_p = np.empty(n_commits)
     log_p[0] = -np.inf
-    log_p[1:] = -0.5 * np.log(w0 * w1) - 0.5 * (len(y) - 2) * np.log(ss)
+    log_p[1:] = -0.5 * np.log(s.w0 * s.w1) - 0.5 * (s.n - 2) * np.log(s.ss)
     log_p -= log_p[1:].max()
     return log_p - np.log(np.exp(log_p).sum())
 
