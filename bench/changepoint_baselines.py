@@ -57,21 +57,6 @@ def ruptures_binseg(values: np.ndarray) -> list[int]:
     return algo.predict(pen=_bic_penalty(values))[:-1]
 
 
-def ruptures_linear(values: np.ndarray) -> list[int]:
-    """Piecewise-linear segments (level and slope change), 30 x the BIC penalty.
-
-    Not a baseline the issue names: a reference for what modelling trends buys on TCPD.
-    The factor 30 was picked on TCPD itself (from 1-300), so its TCPD F1 is optimistic;
-    docs/statistics.md gives its leave-half-out F1.
-    """
-    import ruptures
-
-    n = len(values)
-    design = np.column_stack([values, np.arange(n, dtype=float), np.ones(n)])
-    algo = ruptures.Pelt(model="linear", min_size=3).fit(design)
-    return algo.predict(pen=30.0 * _bic_penalty(values))[:-1]
-
-
 def _bic_penalty(values: np.ndarray) -> float:
     """BIC for a Gaussian mean shift with known variance, in the units of the l2 cost.
 
@@ -91,7 +76,6 @@ DETECTORS: dict[str, Callable[[np.ndarray], list[int]]] = {
     "edivisive": edivisive,
     "ruptures-pelt": ruptures_pelt,
     "ruptures-binseg": ruptures_binseg,
-    "ruptures-linear": ruptures_linear,
 }
 
 
@@ -101,7 +85,6 @@ PACKAGES = {
     "edivisive": "signal_processing_algorithms.energy_statistics.energy_statistics",
     "ruptures-pelt": "ruptures",
     "ruptures-binseg": "ruptures",
-    "ruptures-linear": "ruptures",
 }
 
 

@@ -22,9 +22,10 @@ with a BIC penalty, apache-otava and signal-processing-algorithms' E-Divisive wi
 their defaults. The last two cannot be installed next to perfline (conflicting numpy
 pins) and run from their own venvs: bench/setup_changepoint_baselines.sh.
 
---rates adds perfline at looser false-alarm rates; --trend-reference adds a
-piecewise-linear detector whose penalty was picked on TCPD (what modelling trends buys
-there and costs on performance series; docs/statistics.md, "Where TCPD is lost").
+--rates adds perfline at looser false-alarm rates; --trend-reference adds the
+piecewise-linear detector of bench/changepoint_trend.py, alone and switched to from
+perfline where perfline's segments trend (what modelling trends buys on TCPD and costs
+on performance series; docs/statistics.md, "Where TCPD is lost").
 """
 
 from __future__ import annotations
@@ -37,17 +38,21 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 import changepoint_baselines as baselines
+import changepoint_trend
 from perfline.stats.changepoint import detect
 
 REPO = Path(__file__).resolve().parent.parent
 MARGIN = 5
+
+# How readily --trend-reference switches from perfline's levels to lines (Kendall level).
+SWITCH_LEVELS = (0.001, 0.05, 0.2)
 
 # TCPDBench's published default-setting F1 (analysis/output/scores/default_f1_scores.json)
 # averaged over the 26 univariate evaluation series present here; binseg and pelt
@@ -217,13 +222,20 @@ class Method:
 def _perfline(false_alarm_rate: float | None = None) -> Runner:
     """The detector at its default false-alarm rate, or at the given one."""
     detector = detect if false_alarm_rate is None else partial(detect, false_alarm_rate=false_alarm_rate)
+    return _timed(lambda points: [cp.index for cp in detector(points)])
+
+
+def _timed(detector: Callable[[list[list[float]]], list[int]]) -> Runner:
+    """Runs a detector that takes points with their repetitions, missing points left out."""
 
     def run(cases: list[Case]) -> list[tuple[list[int], float]]:
         results = []
         for case in cases:
+            _, kept = _without_missing(case)
+            points = [case.points[i] for i in kept]
             start = time.perf_counter()
-            found = [cp.index for cp in detector(case.points)]
-            results.append((found, time.perf_counter() - start))
+            found = detector(points)
+            results.append((_remap(found, kept), time.perf_counter() - start))
         return results
 
     return run
@@ -288,8 +300,10 @@ def _ruptures_method(label: str, name: str) -> Method:
 
 def methods(args: argparse.Namespace) -> list[Method]:
     looser = [Method(f"perfline at {rate:g}", _perfline(rate), timed=False) for rate in args.rates]
-    trend = _ruptures_method("ruptures linear 30xBIC", "ruptures-linear")
-    reference = [replace(trend, timed=False)] if args.trend_reference else []
+    trend: dict[str, Callable[[list[list[float]]], list[int]]] = {"linear": changepoint_trend.linear}
+    for level in SWITCH_LEVELS:
+        trend[f"switch to linear {level:g}"] = partial(changepoint_trend.switching, level=level)
+    reference = [Method(name, _timed(d), timed=False) for name, d in trend.items()] if args.trend_reference else []
     return [
         Method("perfline", _perfline()),
         *looser,
@@ -384,7 +398,7 @@ def main() -> None:
     parser.add_argument(
         "--trend-reference",
         action="store_true",
-        help="also run piecewise-linear Pelt (penalty picked on TCPD): what modelling trends buys",
+        help="also run a calibrated piecewise-linear detector, alone and switched to: what modelling trends buys",
     )
     args = parser.parse_args()
 

@@ -1,4 +1,4 @@
-"""bench/changepoint_eval.py: TCPDBench's F1, perfline at looser rates, the trend reference."""
+"""bench/changepoint_eval.py: TCPDBench's F1, perfline at looser rates, the linear reference."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-import changepoint_baselines as baselines  # noqa: E402
 import changepoint_eval as evaluation  # noqa: E402
+import changepoint_trend as trend  # noqa: E402
+from perfline.stats.changepoint import detect  # noqa: E402
 
 
 def test_f1_counts_index_0_and_matches_within_the_margin() -> None:
@@ -45,15 +46,35 @@ def test_looser_rates_and_the_trend_reference_are_extra_rows_that_are_not_timed(
     rows = {m.name: m for m in evaluation.methods(args)}
     assert rows["perfline"].timed
     assert not rows["perfline at 0.01"].timed
-    assert not rows["ruptures linear 30xBIC"].timed
+    assert not rows["linear"].timed
+    assert not any(row.timed for name, row in rows.items() if name.startswith("switch to linear"))
 
 
-def test_the_trend_reference_finds_a_slope_change_in_a_smooth_series() -> None:
-    pytest.importorskip("ruptures")
+def test_the_linear_reference_finds_a_slope_change_in_a_smooth_series() -> None:
     rng = np.random.default_rng(0)
     t = np.arange(120, dtype=float)
     # Rising until 70, then falling: a kink, no step.
     values = np.where(t < 70, t, 140.0 - t) + 0.5 * rng.standard_normal(120)
-    found = baselines.ruptures_linear(values)
+    found = trend.linear(values.tolist())
     assert any(abs(cp - 70) <= 5 for cp in found)
     assert len(found) <= 3
+
+
+def test_the_linear_references_null_is_calibrated_on_white_gaussian_noise() -> None:
+    # The p-value of the best split is uniform under the null it was simulated for; at
+    # 0.05, 400 series give 20 +- 4.4 rejections, and 8..36 is about +-2.7 sd.
+    rng = np.random.default_rng(11)
+    testers = [trend._LineTester(rng.standard_normal(40), np.log(0.05), 1.0) for _ in range(400)]
+    rejected = sum(tester.test(0, 40).significant for tester in testers)
+    assert 8 <= rejected <= 36
+
+
+def test_switching_keeps_perflines_levels_unless_a_segment_trends() -> None:
+    rng = np.random.default_rng(3)
+    steps = 100.0 * np.where(np.arange(200) >= 120, 1.05, 1.0) * (1.0 + 0.01 * rng.standard_normal(200))
+    levels = [cp.index for cp in detect(steps.tolist())]
+    assert trend.switching(steps.tolist(), level=0.001) == levels
+    t = np.arange(200, dtype=float)
+    kinked = np.where(t < 120, t, 240.0 - t) + rng.standard_normal(200)
+    assert trend.trending(kinked, [cp.index for cp in detect(kinked.tolist())], 0.001)
+    assert any(abs(cp - 120) <= 5 for cp in trend.switching(kinked.tolist(), level=0.001))
