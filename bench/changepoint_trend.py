@@ -107,11 +107,11 @@ class _LineTester:
 
 
 def _line_residuals(y: NDArray[np.float64], splits: list[int]) -> NDArray[np.float64]:
+    # Every segment has at least MIN_SEGMENT points: refinement drops splits closer than that.
     parts = []
     for segment in np.split(np.arange(len(y)), splits):
-        t = segment.astype(float)
-        slope, intercept = np.polyfit(t, y[segment], 1) if len(segment) > 1 else (0.0, y[segment][0])
-        parts.append(y[segment] - (slope * t + intercept))
+        slope, intercept = np.polyfit(segment, y[segment], 1)
+        parts.append(y[segment] - (slope * segment + intercept))
     return np.concatenate(parts)
 
 
