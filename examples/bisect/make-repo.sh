@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# make-repo.sh DIR [COMMITS [CULPRIT [BROKEN]]]
+# make-repo.sh DIR [COMMITS [CULPRIT [BROKEN [BROKEN_COUNT]]]]
 #
 # A git repository in DIR of bench.c (beside this script) with COMMITS commits (default
-# 64). From commit CULPRIT on (default 41) the program does 8% more work; commit BROKEN,
-# if given, does not compile and the next one fixes it. Commits are numbered from 0, the
-# subject of each is "change N", the culprit's "change N (more work)".
+# 64). From commit CULPRIT on (default 41) the program does 8% more work; BROKEN_COUNT
+# commits (default 1) from commit BROKEN, if given, do not compile and the next one fixes
+# them. Commits are numbered from 0, the subject of each is "change N", the culprit's
+# "change N (more work)".
 set -euo pipefail
-dir=$1 commits=${2:-64} culprit=${3:-41} broken=${4:--1}
+dir=$1 commits=${2:-64} culprit=${3:-41} broken=${4:--1} broken_count=${5:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 git init -q "$dir"
 cp "$here/bench.c" "$dir/"
 for ((i = 0; i < commits; i++)); do
-	if ((i == broken)); then
+	if ((broken >= 0 && i >= broken && i < broken + broken_count)); then
 		echo '#define WORK (' >"$dir/work.h"
 	elif ((i >= culprit)); then
 		echo '#define WORK 2160000UL' >"$dir/work.h"
