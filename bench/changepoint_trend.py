@@ -15,7 +15,7 @@ the same way, and nothing in it was picked on TCPD:
   first pass's lines (lag-1 autocorrelation, capped at 0.9 as perfline caps it). The
   lag-1 estimate is not corrected for the lines removed: perfline's Marriott–Pope
   correction divides by 1 - 6 (segments / points) here and explodes on the short
-  segments of short series (TCPD F1 0.706 with it, 0.742 without).
+  segments of short series (TCPD F1 0.699 with it, 0.735 without).
 - `switching` keeps perfline's segmentation unless a segment of it holds a monotone
   trend, Kendall's tau against time, significant at `level` after Bonferroni over the
   segments and with independent noise assumed; then it takes the linear segmentation.
