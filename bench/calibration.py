@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from perfline.benchmarks import BENCHMARKS
-from perfline.metric import Direction, Measurement, Metric
+from perfline.records.metric import Direction, Measurement, Metric
 from perfline.stats import summarize
-from perfline.stats.compare import (
+from perfline.stats.two_sample import (
     MIN_SAMPLES,
     compare,
     detectable_change_pct,

@@ -37,7 +37,9 @@ def otava(values: np.ndarray) -> list[int]:
 
 def edivisive(values: np.ndarray) -> list[int]:
     """E-Divisive means (Matteson & James) from signal-processing-algorithms, defaults."""
-    from signal_processing_algorithms.energy_statistics.energy_statistics import e_divisive
+    from signal_processing_algorithms.energy_statistics.energy_statistics import (
+        e_divisive,
+    )
 
     np.random.seed(0)  # its permutation test draws from numpy's global generator
     return sorted(int(i) for i in e_divisive(values.astype(float)))

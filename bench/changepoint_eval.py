@@ -42,10 +42,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-import numpy as np
-
 import changepoint_baselines as baselines
 import changepoint_trend
+import numpy as np
+
 from perfline.stats.changepoint import detect
 
 REPO = Path(__file__).resolve().parent.parent

@@ -34,7 +34,13 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.stats import kendalltau
 
-from perfline.stats.changepoint import MIN_SEGMENT, _binary_segmentation, _refine, _Test, detect
+from perfline.stats.changepoint import (
+    MIN_SEGMENT,
+    _binary_segmentation,
+    _refine,
+    _Test,
+    detect,
+)
 
 _MAX_RHO = 0.9
 # The null maximum's p-value resolves 1 / (draws + 1); 4000 draws resolve the 0.001 level

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from perfline.pgserver import PrivateServer
-from perfline.process import ToolMissing
+from perfline.system.pgserver import PrivateServer
+from perfline.system.process import ToolMissing
 from perfline.targets.kernels import CACHE_ENV, Kernel
 
 

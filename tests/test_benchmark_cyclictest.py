@@ -18,7 +18,7 @@ from perfline.benchmarks.cyclictest import (
     measurements,
     parse_json,
 )
-from perfline.metric import Measurement
+from perfline.records.metric import Measurement
 
 # Trimmed from `cyclictest --json` of rt-tests 2.40 on the development VM.
 JSON: dict[str, Any] = {

@@ -11,7 +11,13 @@ import pytest
 
 from perfline.benchmarks import BENCHMARKS, BenchmarkUnavailable
 from perfline.benchmarks.ftrace_switch import FtraceSwitch, parse_tracers
-from perfline.benchmarks.tracefs import SECURITYFS, TRACEFS, is_mounted, lockdown_mode, mounted
+from perfline.benchmarks.tracefs import (
+    SECURITYFS,
+    TRACEFS,
+    is_mounted,
+    lockdown_mode,
+    mounted,
+)
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="tracefs is writable only by root")
 

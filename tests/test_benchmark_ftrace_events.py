@@ -11,7 +11,11 @@ from pathlib import Path
 import pytest
 
 from perfline.benchmarks import BENCHMARKS, BenchmarkUnavailable
-from perfline.benchmarks.ftrace_events import FtraceEvents, event_path, parse_available_events
+from perfline.benchmarks.ftrace_events import (
+    FtraceEvents,
+    event_path,
+    parse_available_events,
+)
 from perfline.benchmarks.tracefs import TRACEFS, is_mounted, mounted, restorable
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="tracefs is writable only by root")

@@ -8,8 +8,14 @@ from pathlib import Path
 import pytest
 
 from perfline.benchmarks import BENCHMARKS, BenchmarkUnavailable
-from perfline.benchmarks.rcu_gp import MAX_MS, MS_PER_GP, GracePeriods, RcuGp, parse_output
-from perfline.native import CHECKOUT, NATIVE_DIR_ENV
+from perfline.benchmarks.rcu_gp import (
+    MAX_MS,
+    MS_PER_GP,
+    GracePeriods,
+    RcuGp,
+    parse_output,
+)
+from perfline.system.native import CHECKOUT, NATIVE_DIR_ENV
 
 HELPER = CHECKOUT / "native" / "build" / "rcu_gp"
 

@@ -9,11 +9,17 @@ import time
 from pathlib import Path
 
 import pytest
-from test_cli import start
 from processes import Found, assert_gone, children, kill_leftovers, sigkill_once_started
+from test_cli import start
 
 from perfline.benchmarks import BENCHMARKS, BenchmarkUnavailable
-from perfline.benchmarks.tbench import PORT, Tbench, TbenchResult, _port_in_use, parse_tbench
+from perfline.benchmarks.tbench import (
+    PORT,
+    Tbench,
+    TbenchResult,
+    _port_in_use,
+    parse_tbench,
+)
 
 # `tbench -t 2 1 127.0.0.1` (dbench 4.00, Debian 12); operation table shortened.
 OUTPUT = """\

@@ -17,7 +17,7 @@ from perfline.benchmarks.perf_bench import (
     parse_pipe_rates,
     parse_total_seconds,
 )
-from perfline.metric import Measurement
+from perfline.records.metric import Measurement
 
 # Captured from perf 6.1.192 on the 2-vCPU development VM.
 PIPE_OUTPUT = """\

@@ -7,10 +7,11 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from perfline.bisect import ABConfirmation, Bisection, Decision, Kind, Status
+from perfline.bisect import ABConfirmation, Bisection, Decision, Kind
 from perfline.bisect import posterior as model
 from perfline.bisect.strategy import halving_probe, informative_probe
-from perfline.metric import Direction
+from perfline.records.metric import Direction
+from perfline.records.status import BisectionStatus as Status
 
 Measure = Callable[[int], float]
 

@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 import changepoint_eval as evaluation  # noqa: E402
 import changepoint_trend as trend  # noqa: E402
+
 from perfline.stats.changepoint import detect  # noqa: E402
 
 

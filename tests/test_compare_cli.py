@@ -10,9 +10,9 @@ from pathlib import Path
 
 from test_cli import perfline
 
-from perfline.comparison import Side, compare_sides, side_differences
-from perfline.jobs.spec import Case
-from perfline.metric import Direction, Measurement, Metric
+from perfline.analysis.comparison import Side, compare_sides, side_differences
+from perfline.records.job import Case
+from perfline.records.metric import Direction, Measurement, Metric
 from perfline.store import Store
 from perfline.targets import local
 

@@ -11,9 +11,9 @@ import pytest
 
 from perfline.benchmarks import BENCHMARKS, BenchmarkUnavailable
 from perfline.benchmarks.cpu_latency import MAX_GAP, CpuGap, CpuLatency, parse_output
-from perfline.metric import Measurement
-from perfline.native import CHECKOUT, NATIVE_DIR_ENV, native_binary
-from perfline.process import ToolMissing
+from perfline.records.metric import Measurement
+from perfline.system.native import CHECKOUT, NATIVE_DIR_ENV, native_binary
+from perfline.system.process import ToolMissing
 
 HELPER = CHECKOUT / "native" / "build" / "cpu_latency"
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from test_cli import perfline
 
-from perfline import regressions as records
-from perfline.jobs.spec import Case
-from perfline.metric import Direction, Measurement, Metric
-from perfline.series import build_series
+from perfline.analysis import regressions as records
+from perfline.analysis.series import build_series
+from perfline.records.job import Case
+from perfline.records.metric import Direction, Measurement, Metric
 from perfline.store import Regression, Store
 from perfline.targets import local
 

@@ -20,9 +20,9 @@ from perfline.jobs import (
     load_job,
     parse_param_args,
 )
-from perfline.metric import Direction, Metric
 from perfline.monitors import DEFAULT_MONITORS
-from perfline.registry import Registry
+from perfline.plugins.registry import Registry
+from perfline.records.metric import Direction, Metric
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "jobs"
 

@@ -22,7 +22,7 @@ from perfline.benchmarks.migration_cost import (
     parse_output,
     parse_size,
 )
-from perfline.native import CHECKOUT
+from perfline.system.native import CHECKOUT
 
 HELPER = CHECKOUT / "native" / "build" / "migration_cost"
 CPUS = sorted(os.sched_getaffinity(0))

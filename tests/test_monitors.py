@@ -6,12 +6,12 @@ import time
 
 import pytest
 
-from perfline.metric import Direction, Measurement
 from perfline.monitors import DEFAULT_MONITORS, MONITORS, Monitor
 from perfline.monitors.perf_stat import SOFTWARE, parse_perf_csv
 from perfline.monitors.perf_tool import effective_capabilities, system_wide_allowed
 from perfline.monitors.proc_stat import parse_proc_stat
 from perfline.monitors.vmstat import parse_key_values
+from perfline.records.metric import Direction, Measurement
 
 WORK_S = 0.3
 

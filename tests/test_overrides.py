@@ -10,7 +10,7 @@ import pytest
 
 from perfline.jobs import JobError, expand, job_from_benchmark, load_job
 from perfline.jobs.overrides import apply_overrides, parse_override
-from perfline.jobs.spec import JobSpec
+from perfline.records.job import JobSpec
 from perfline.targets import kernels
 
 

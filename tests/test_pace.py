@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from perfline.pace import TOLERANCE, PaceGuard, read_pace
+from perfline.system.speed import TOLERANCE, PaceGuard, read_pace
 
 
 def test_the_helper_reports_a_positive_time() -> None:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from perfline.jobs.spec import Case
 from perfline.monitors import DEFAULT_MONITORS, MONITORS, ProfilingMonitor
 from perfline.monitors.perf_profile import (
     FREQUENCY_HZ,
@@ -26,7 +25,8 @@ from perfline.monitors.perf_profile import (
     summarize,
 )
 from perfline.monitors.perf_tool import PerfSession, find_perf
-from perfline.profile import ProfileEntry
+from perfline.records.job import Case
+from perfline.records.profile import ProfileEntry
 from perfline.stats.profile_diff import SymbolShift, profile_diff
 from perfline.store import Store
 from perfline.targets import local

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from perfline import pgserver
-from perfline.pgserver import PrivateServer, ServerFailed
-from perfline.process import ToolMissing
+from perfline.system import pgserver
+from perfline.system.pgserver import PrivateServer, ServerFailed
+from perfline.system.process import ToolMissing
+
 
 def select_one(url: str) -> tuple[int, str]:
     engine = sa.create_engine(url)

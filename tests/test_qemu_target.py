@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from perfline.comparison import Side
-from perfline.fingerprint import differences, flatten
+from perfline.analysis.comparison import Side
 from perfline.jobs import JobError, expand, load_job
-from perfline.native import CHECKOUT, native_binary
+from perfline.records.fingerprint import differences, flatten
 from perfline.store import RunDetail, RunInfo
+from perfline.system.native import CHECKOUT, native_binary
 from perfline.targets import initramfs, kernels
 from perfline.targets.kvm_memo import KvmMemo
 from perfline.targets.qemu import GuestFailed, Vm, VmConfig, kvm_usable

@@ -18,13 +18,12 @@ import time
 from pathlib import Path
 
 import pytest
+from test_qemu_target import TEST_CACHE, run_json
 
 from perfline.benchmarks import rootfs_packages
 from perfline.targets import kernels, rootfs
 from perfline.targets.bootmodules import ROOT_DISK_DRIVERS
 from perfline.targets.rootfs import RootfsError, RootfsSpec
-
-from test_qemu_target import TEST_CACHE, run_json
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="debootstrap and mount need root")
 

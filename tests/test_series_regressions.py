@@ -16,12 +16,12 @@ import pytest
 from test_cli import perfline
 from test_history import CASE, THROUGHPUT, fill
 
-from perfline import regressions as records
-from perfline.fingerprint import Fingerprint
-from perfline.jobs.spec import Case, VmSpec
-from perfline.metric import Measurement
-from perfline.report.history import MAX_TICK_LABELS, write_png
-from perfline.series import Point, Series, build_series, matching_cases
+from perfline.analysis import regressions as records
+from perfline.analysis.series import Point, Series, build_series, matching_cases
+from perfline.records.fingerprint import Fingerprint
+from perfline.records.job import Case, VmSpec
+from perfline.records.metric import Measurement
+from perfline.report.series_view import MAX_TICK_LABELS, write_png
 from perfline.stats.changepoint import ChangePoint
 from perfline.store import Regression, RunInfo, Store
 from perfline.targets import local

@@ -1,4 +1,4 @@
-"""perfline.stats.compare on synthetic samples of known effect (all seeded, nothing timed)."""
+"""perfline.stats.two_sample on synthetic samples of known effect (all seeded, nothing timed)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from perfline.metric import Direction, Metric
-from perfline.stats.compare import (
+from perfline.records.metric import Direction, Metric
+from perfline.stats.two_sample import (
     METHOD_LOG_RATIO,
     METHOD_RAW,
     MIN_SAMPLES,

@@ -10,10 +10,10 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from perfline.jobs.spec import Case
-from perfline.metric import Direction, Measurement, Metric
-from perfline.store import COMPLETED, INTERRUPTED, RUNNING, RunNotFound, Store
-from perfline.store import migrate
+from perfline.records.job import Case
+from perfline.records.metric import Direction, Measurement, Metric
+from perfline.records.status import RunStatus
+from perfline.store import RunNotFound, Store, migrate
 from perfline.store.engine import connect, resolve_url
 from perfline.store.schema import Base
 from perfline.targets import local
@@ -40,10 +40,10 @@ def round_trip(store: Store) -> None:
     for rep, value in enumerate([100.0, 102.5, 99.0]):
         store.add_samples(run_id, rep, [Measurement(THROUGHPUT, value)], "benchmark")
         store.add_samples(run_id, rep, [Measurement(CTXT, 5000.0 + rep)], "monitor")
-    store.finish_run(run_id, COMPLETED)
+    store.finish_run(run_id, RunStatus.COMPLETED)
 
     detail = store.get_run(run_id)
-    assert detail.info.status == COMPLETED
+    assert detail.info.status == RunStatus.COMPLETED
     assert detail.info.samples == 3
     assert detail.info.case_key == "clients=2,duration=1,sysctl:kernel.sched_autogroup_enabled=0"
     assert detail.info.label == "v6.7" and detail.info.kernel_commit == "abc123"
@@ -139,9 +139,9 @@ def test_dead_runs_are_marked_interrupted(tmp_path: Path) -> None:
     store.add_samples(dead, 0, [Measurement(THROUGHPUT, 1.0)], "benchmark")
     reaped = store.reap_dead_runs(fingerprint.boot_id, fingerprint.hostname, lambda pid: pid == 22)
     assert reaped == 1
-    assert store.get_run(dead).info.status == INTERRUPTED
+    assert store.get_run(dead).info.status == RunStatus.INTERRUPTED
     assert store.get_run(dead).info.samples == 1
-    assert store.get_run(alive).info.status == RUNNING
+    assert store.get_run(alive).info.status == RunStatus.RUNNING
 
 
 def test_default_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -5,9 +5,8 @@ from perfline.benchmarks.base import (
     BenchmarkFailed,
     BenchmarkUnavailable,
     Param,
-    ParamValue,
 )
-from perfline.registry import Registry
+from perfline.plugins import Registry
 
 BENCHMARKS: Registry[Benchmark] = Registry(
     "benchmark",
@@ -39,6 +38,5 @@ __all__ = [
     "BenchmarkFailed",
     "BenchmarkUnavailable",
     "Param",
-    "ParamValue",
     "rootfs_packages",
 ]

@@ -8,13 +8,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-from perfline.metric import Measurement, Metric
-from perfline.process import CommandFailed, run
+from perfline.records.job import ParamValue
+from perfline.records.metric import Measurement, Metric
+from perfline.system.process import CommandFailed, run
 
 if TYPE_CHECKING:
-    from perfline.fingerprint import Fingerprint
+    from perfline.records.fingerprint import Fingerprint
 
 
 class BenchmarkUnavailable(RuntimeError):
@@ -27,9 +28,6 @@ class BenchmarkFailed(RuntimeError):
     def __init__(self, message: str, output_tail: str = "") -> None:
         super().__init__(message)
         self.output_tail = output_tail
-
-
-ParamValue = int | float | str | bool
 
 
 @dataclass(frozen=True)
@@ -118,7 +116,7 @@ class Benchmark(ABC):
         """After setup: the system under test when it is not this host (a VM guest)."""
         return None
 
-    def __enter__(self) -> Benchmark:
+    def __enter__(self) -> Self:
         try:
             self.setup()
         except BaseException:

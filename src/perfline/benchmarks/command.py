@@ -12,8 +12,13 @@ import shlex
 from pathlib import Path
 from typing import ClassVar
 
-from perfline.benchmarks.base import BenchmarkFailed, CommandBenchmark, CommandOutput, Param
-from perfline.metric import Direction, Measurement, Metric
+from perfline.benchmarks.base import (
+    BenchmarkFailed,
+    CommandBenchmark,
+    CommandOutput,
+    Param,
+)
+from perfline.records.metric import Direction, Measurement, Metric
 
 
 class Command(CommandBenchmark):

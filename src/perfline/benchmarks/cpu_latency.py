@@ -19,9 +19,9 @@ from perfline.benchmarks.base import (
     Param,
     ParamValue,
 )
-from perfline.metric import Direction, Measurement, Metric
-from perfline.native import native_binary
-from perfline.process import ToolMissing
+from perfline.records.metric import Direction, Measurement, Metric
+from perfline.system.native import native_binary
+from perfline.system.process import ToolMissing
 
 T = TypeVar("T")
 PROC_KERNEL = Path("/proc/sys/kernel")

@@ -25,8 +25,8 @@ from perfline.benchmarks.base import (
     Param,
     ParamValue,
 )
-from perfline.metric import Direction, Measurement, Metric
-from perfline.process import CommandFailed, ToolMissing, require_tool, run, tail
+from perfline.records.metric import Direction, Measurement, Metric
+from perfline.system.process import CommandFailed, ToolMissing, require_tool, run, tail
 
 # Beyond the run itself: creating threads, mlockall, writing the JSON file.
 TIMEOUT_SLACK_S = 30.0

@@ -16,7 +16,7 @@ from typing import Any
 
 from perfline.benchmarks.base import BenchmarkUnavailable, Param
 from perfline.benchmarks.tracefs import TracefsCycle, refusal
-from perfline.metric import Direction, Metric
+from perfline.records.metric import Direction, Metric
 
 
 def event_path(name: str) -> str:

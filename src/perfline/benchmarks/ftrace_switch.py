@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from perfline.benchmarks.base import BenchmarkUnavailable, Param
 from perfline.benchmarks.tracefs import TracefsCycle, refusal
-from perfline.metric import Direction, Metric
+from perfline.records.metric import Direction, Metric
 
 
 def parse_tracers(text: str) -> list[str]:

@@ -21,9 +21,9 @@ from perfline.benchmarks.base import (
     Param,
     ParamValue,
 )
-from perfline.metric import Direction, Measurement, Metric
-from perfline.native import native_binary
-from perfline.process import CommandFailed, ToolMissing, run
+from perfline.records.metric import Direction, Measurement, Metric
+from perfline.system.native import native_binary
+from perfline.system.process import CommandFailed, ToolMissing, run
 
 # The set-up probe migrates once per pair; a repetition migrates `repeat` times per pair.
 # Ten times the probe's pace absorbs a noisy machine without waiting forever on a hung one.
@@ -164,8 +164,8 @@ def format_matrix(result: MigrationResult) -> str:
     cross = result.cross_cpu()
     lines += [
         rule,
-        f"cost(MAD) in µs, {result.pairs[0].repeat} migration(s) per pair: first touch after "
-        "migrating minus the next one",
+        (f"cost(MAD) in µs, {result.pairs[0].repeat} migration(s) per pair: first touch after "
+        "migrating minus the next one"),
         "the diagonal migrates nowhere: its spread is the noise floor",
     ]
     if cross:

@@ -20,8 +20,8 @@ from perfline.benchmarks.base import (
     GuestSetup,
     Param,
 )
-from perfline.metric import Direction, Measurement, Metric
-from perfline.process import ToolMissing, require_tool, tail
+from perfline.records.metric import Direction, Measurement, Metric
+from perfline.system.process import ToolMissing, require_tool, tail
 
 _TOTAL_TIME = re.compile(r"^\s*Total time:\s*([0-9.]+) \[sec\]\s*$", re.MULTILINE)
 _USECS_PER_OP = re.compile(r"^\s*([0-9.]+) usecs/op\s*$", re.MULTILINE)

@@ -20,9 +20,15 @@ from perfline.benchmarks.base import (
     Param,
     ParamValue,
 )
-from perfline.metric import Direction, Measurement, Metric
-from perfline.pgserver import ROOT_SERVER_USER, PrivateServer, ServerFailed, client_args, start_script
-from perfline.process import CommandFailed, ToolMissing, tail
+from perfline.records.metric import Direction, Measurement, Metric
+from perfline.system.pgserver import (
+    ROOT_SERVER_USER,
+    PrivateServer,
+    ServerFailed,
+    client_args,
+    start_script,
+)
+from perfline.system.process import CommandFailed, ToolMissing, tail
 
 DATABASE = "pgbench"
 SCRIPTS = ("tpcb-like", "simple-update", "select-only")

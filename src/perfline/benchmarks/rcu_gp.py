@@ -19,9 +19,9 @@ from perfline.benchmarks.base import (
     CommandOutput,
     Param,
 )
-from perfline.metric import Direction, Measurement, Metric
-from perfline.native import native_binary
-from perfline.process import ToolMissing
+from perfline.records.metric import Direction, Measurement, Metric
+from perfline.system.native import native_binary
+from perfline.system.process import ToolMissing
 
 # Knobs that decide what a "grace period" is here: expedited ones take microseconds, not
 # jiffies, so a run with rcu_expedited=1 is not comparable with one without.

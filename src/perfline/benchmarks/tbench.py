@@ -13,9 +13,14 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfline.benchmarks.base import Benchmark, BenchmarkFailed, BenchmarkUnavailable, Param
-from perfline.metric import Direction, Measurement, Metric
-from perfline.process import ToolMissing, die_with_perfline, require_tool, tail
+from perfline.benchmarks.base import (
+    Benchmark,
+    BenchmarkFailed,
+    BenchmarkUnavailable,
+    Param,
+)
+from perfline.records.metric import Direction, Measurement, Metric
+from perfline.system.process import ToolMissing, die_with_perfline, require_tool, tail
 
 # dbench 4.0 compiles the port into tbench and tbench_srv; neither has an option for it.
 PORT = 7003

@@ -26,8 +26,8 @@ from perfline.benchmarks.base import (
     BenchmarkUnavailable,
     ParamValue,
 )
-from perfline.metric import Measurement
-from perfline.process import CommandFailed, ToolMissing, require_tool, run
+from perfline.records.metric import Measurement
+from perfline.system.process import CommandFailed, ToolMissing, require_tool, run
 
 log = logging.getLogger(__name__)
 

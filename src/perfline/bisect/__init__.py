@@ -20,13 +20,12 @@ _EXPORTS = {
     "BisectResult": "perfline.bisect.bisection",
     "Kind": "perfline.bisect.bisection",
     "Observation": "perfline.bisect.bisection",
-    "Status": "perfline.bisect.bisection",
     "ABConfirmation": "perfline.bisect.confirm",
     "Confirmation": "perfline.bisect.confirm",
     "Decision": "perfline.bisect.confirm",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = ["ABConfirmation", "BisectResult", "Bisection", "Confirmation", "Decision", "Kind", "Observation"]
 
 
 def __getattr__(name: str) -> Any:

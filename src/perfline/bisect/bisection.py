@@ -24,7 +24,8 @@ from scipy import stats
 from perfline.bisect import posterior as model
 from perfline.bisect.confirm import ABConfirmation, Confirmation, Decision
 from perfline.bisect.strategy import group_heads, group_posterior, informative_probe
-from perfline.metric import Direction
+from perfline.records.metric import Direction
+from perfline.records.status import BisectionStatus
 
 Observation = tuple[int, float]
 
@@ -38,16 +39,6 @@ MIN_SEPARATION = 2.0
 NO_CHANGE_Z = 1.0
 
 
-class Status(StrEnum):
-    RUNNING = "running"
-    FOUND = "found"  # the culprit's posterior reached the confidence and the A/B confirmed it
-    # The posterior reached the confidence, but the culprit's own samples do not differ
-    # from its parent's: the model's answer is not to be acted on without a look.
-    UNCONFIRMED = "not-confirmed"
-    BUDGET = "budget"  # max_runs spent first; the result is the best guess
-    NO_CHANGE = "no-change"  # the endpoints do not differ beyond their noise
-
-
 class Kind(StrEnum):
     REGRESSION = "regression"
     IMPROVEMENT = "improvement"
@@ -56,7 +47,7 @@ class Kind(StrEnum):
 
 @dataclass(frozen=True)
 class BisectResult:
-    status: Status
+    status: BisectionStatus
     culprit: int  # the testable commit measured bad whose parent was measured good
     suspects: tuple[int, ...]  # untestable commits just before the culprit, and the culprit
     probability: float  # posterior probability that the first bad commit is a suspect
@@ -197,10 +188,10 @@ class Bisection:
 
     def samples_at(self, commit: int) -> list[float]:
         """Every sample at `commit`, recorded before this bisection or taken by it."""
-        return [v for k, v in zip(self._commits, self._values) if k == commit]
+        return [v for k, v in zip(self._commits, self._values, strict=False) if k == commit]
 
     def _fresh(self) -> list[Observation]:
-        return [(k, v) for k, v, prior in zip(self._commits, self._values, self._prior) if not prior]
+        return [(k, v) for k, v, prior in zip(self._commits, self._values, self._prior, strict=False) if not prior]
 
     def _state(self) -> _State:
         if self._derived is None:
@@ -247,25 +238,25 @@ class Bisection:
     @property
     def confirming(self) -> bool:
         """Whether the next probe is one of the confirmation A/B's."""
-        return self.status() is Status.RUNNING and self._confident()
+        return self.status() is BisectionStatus.RUNNING and self._confident()
 
-    def status(self) -> Status:
+    def status(self) -> BisectionStatus:
         state = self._state()
         if min(state.endpoint_counts) >= self.max_endpoint_runs and state.endpoint_z < NO_CHANGE_Z:
-            return Status.NO_CHANGE
+            return BisectionStatus.NO_CHANGE
         if self._confident():
             decision = self._confirmation().result().decision
             if decision is Decision.CONFIRMED:
-                return Status.FOUND
+                return BisectionStatus.FOUND
             if decision is Decision.NOT_CONFIRMED:
-                return Status.UNCONFIRMED
+                return BisectionStatus.UNCONFIRMED
         if self._runs >= self.max_runs:
-            return Status.BUDGET
-        return Status.RUNNING
+            return BisectionStatus.BUDGET
+        return BisectionStatus.RUNNING
 
     def next_probe(self) -> int | None:
         """The commit to measure next, or None when the bisection is over."""
-        if self.status() is not Status.RUNNING:
+        if self.status() is not BisectionStatus.RUNNING:
             return None
         # Both endpoints first: they fix the levels and the noise every probe is judged by.
         if self._in_endpoint_phase():

@@ -17,11 +17,11 @@ from typing import Any, Protocol
 
 from perfline.bisect.bisection import Bisection, BisectResult
 from perfline.bisect.confirm import Confirmation, Decision
-from perfline.pace import PaceGuard
 from perfline.bisect.worktree import Builder, Commit
-from perfline.metric import Direction
+from perfline.records.metric import Direction
 from perfline.store import Store
 from perfline.store.bisections import BisectBuild, BisectionRecord, BisectSample
+from perfline.system.speed import PaceGuard
 
 # HISTORY: a stored run's sample at an endpoint, recorded when the bisection started.
 # UNSTEADY: a sample the machine ran slow for (perfline/pace.py), kept for the record and

@@ -30,9 +30,9 @@ from pathlib import Path
 
 from perfline.benchmarks import BENCHMARKS
 from perfline.bisect.worktree import Build, Builder, cache_dir
-from perfline.jobs.spec import Case, JobError, VmSpec
 from perfline.jobs.vm import check_guest_job
-from perfline.process import require_tool
+from perfline.records.job import Case, JobError, VmSpec
+from perfline.system.process import require_tool
 from perfline.targets.kernels import Kernel, add_image
 from perfline.targets.qemu import QEMU, QEMU_PACKAGE
 
@@ -75,7 +75,7 @@ def check_tree(tree: Path, good_sha: str) -> None:
     """A git tree that has a kernel's top-level files at the good commit."""
     for name in TREE_FILES:
         found = subprocess.run(["git", "-C", str(tree), "cat-file", "-e", f"{good_sha}:{name}"],
-                               capture_output=True)
+                               capture_output=True, check=False)
         if found.returncode != 0:
             raise KernelBisectError(f"--kernel-tree {tree}: not a Linux kernel tree "
                                     f"(no {name} at {good_sha[:12]})")

@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfline.files import write_durably
-from perfline.process import tail
+from perfline.system.files import write_durably
+from perfline.system.process import tail
 
 BUILD_TIMEOUT_S = 3 * 3600.0
 COMPLETE = ".perfline-worktree-complete"
@@ -55,7 +55,7 @@ def cache_dir() -> Path:
 
 
 def git(repo: Path, *args: str) -> str:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RangeError(f"{repo}: git {args[0]}: {proc.stderr.strip() or 'failed'}")
     return proc.stdout
@@ -69,7 +69,7 @@ def commit_range(repo: Path, good: str, bad: str) -> list[Commit]:
     merged branch is a second bisection over that branch.
     """
     good_sha, bad_sha = (git(repo, "rev-parse", "--verify", f"{rev}^{{commit}}").strip() for rev in (good, bad))
-    ancestor = subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", good_sha, bad_sha])
+    ancestor = subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", good_sha, bad_sha], check=False)
     if ancestor.returncode != 0:
         raise RangeError(f"{good} is not an ancestor of {bad}: nothing to bisect between them")
     fmt = "--format=%H%x1f%s%x1f%an"
@@ -107,7 +107,7 @@ class Builder:
             return
         # Twice --force: git locks a worktree while adding it, and a kill leaves the lock.
         subprocess.run(["git", "-C", str(self.repo), "worktree", "remove", "--force", "--force", str(path)],
-                       capture_output=True)
+                       capture_output=True, check=False)
         # What git did not take for a worktree (killed before it wrote .git) is only files.
         shutil.rmtree(path, ignore_errors=True)
 
@@ -132,7 +132,7 @@ class Builder:
         started = time.monotonic()
         try:
             proc = subprocess.run(["/bin/sh", "-c", self.command], cwd=tree, capture_output=True,
-                                  text=True, timeout=BUILD_TIMEOUT_S)
+                                  text=True, timeout=BUILD_TIMEOUT_S, check=False)
             ok, output = proc.returncode == 0, proc.stdout + proc.stderr
         except subprocess.TimeoutExpired:
             ok, output = False, f"build timed out after {BUILD_TIMEOUT_S:.0f} s"

@@ -6,13 +6,25 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from perfline import __version__
+from perfline.analysis.comparison import (
+    DEFAULT_ALPHA,
+    DEFAULT_FLOOR_PCT,
+    CaseComparison,
+    Side,
+    compare_sides,
+    comparison_json,
+    sides_by_kernel,
+    sides_by_label,
+    sides_from_runs,
+)
 from perfline.benchmarks import BENCHMARKS
+from perfline.cli.bisect import bisect_app
 from perfline.cli.common import (
     EXIT_FAILED,
     console,
@@ -22,30 +34,25 @@ from perfline.cli.common import (
     running,
     state,
 )
-from perfline.cli.bisect import bisect_app
 from perfline.cli.history import detect, history, regressions_app
 from perfline.cli.kernels import kernels_app
 from perfline.cli.migration import migration_cost
-from perfline.comparison import (
-    DEFAULT_ALPHA,
-    DEFAULT_FLOOR_PCT,
-    CaseComparison,
-    Side,
-    comparison_json,
-    compare_sides,
-    sides_by_kernel,
-    sides_by_label,
-    sides_from_runs,
+from perfline.jobs import (
+    JobError,
+    expand,
+    job_from_benchmark,
+    load_job,
+    parse_param_args,
 )
-from perfline.benchmarks import ParamValue
-from perfline.jobs import JobError, expand, job_from_benchmark, load_job, parse_param_args
 from perfline.jobs.cli_tunables import with_tunables
 from perfline.jobs.overrides import apply_overrides
 from perfline.jobs.parse import repeat_policy
-from perfline.jobs.spec import COMMAND_LINE, JobSpec
 from perfline.jobs.vm import with_target
 from perfline.monitors import MONITORS
-from perfline.registry import UnknownName
+from perfline.plugins import UnknownName
+from perfline.records.job import COMMAND_LINE, JobSpec, ParamValue
+from perfline.records.status import RunStatus
+from perfline.report.comparison_table import comparison_view
 from perfline.report.runs import (
     results_table,
     run_detail_json,
@@ -53,9 +60,8 @@ from perfline.report.runs import (
     run_view,
     runs_table,
 )
-from perfline.report.compare import comparison_view
 from perfline.runner import RunOutcome, execute, execute_interleaved
-from perfline.store import COMPLETED, RunNotFound, Store, resolve_url
+from perfline.store import RunNotFound, Store, resolve_url
 from perfline.tunables import TunableError, check_available, state_dir
 
 app = typer.Typer(
@@ -68,7 +74,7 @@ app = typer.Typer(
 @app.callback()
 def main_options(
     db: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(help="Store: an SQLAlchemy URL or an SQLite file (default $PERFLINE_DB)."),
     ] = None,
 ) -> None:
@@ -77,11 +83,11 @@ def main_options(
 
 
 # The qemu target's options, the same for `run` and `ab`.
-KernelOption = Annotated[Optional[str], typer.Option(help="qemu: a kernel from `perfline kernels list`.")]
-CmdlineOption = Annotated[Optional[str], typer.Option(help="qemu: extra kernel parameters.")]
-VmCpusOption = Annotated[Optional[int], typer.Option(help="qemu: virtual CPUs (default 2).")]
-VmMemoryOption = Annotated[Optional[int], typer.Option(help="qemu: memory in MiB (default 1024).")]
-AccelOption = Annotated[Optional[str], typer.Option(help="qemu: auto, kvm or tcg (default auto).")]
+KernelOption = Annotated[str | None, typer.Option(help="qemu: a kernel from `perfline kernels list`.")]
+CmdlineOption = Annotated[str | None, typer.Option(help="qemu: extra kernel parameters.")]
+VmCpusOption = Annotated[int | None, typer.Option(help="qemu: virtual CPUs (default 2).")]
+VmMemoryOption = Annotated[int | None, typer.Option(help="qemu: memory in MiB (default 1024).")]
+AccelOption = Annotated[str | None, typer.Option(help="qemu: auto, kvm or tcg (default auto).")]
 
 
 @app.command()
@@ -117,45 +123,45 @@ def list_catalogue() -> None:
 def run(
     what: Annotated[str, typer.Argument(help="A job file (YAML) or a benchmark name.")],
     repeat: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(help="Measured repetitions, or 'auto': until the CI is within --precision."),
     ] = None,
     precision: Annotated[
-        Optional[str], typer.Option(help="With --repeat auto: CI half-width of the mean, e.g. 1%.")
+        str | None, typer.Option(help="With --repeat auto: CI half-width of the mean, e.g. 1%.")
     ] = None,
     max_repeat: Annotated[
-        Optional[int], typer.Option(help="With --repeat auto: stop after this many runs.")
+        int | None, typer.Option(help="With --repeat auto: stop after this many runs.")
     ] = None,
-    warmup: Annotated[Optional[int], typer.Option(min=0, help="Unstored warm-up runs.")] = None,
+    warmup: Annotated[int | None, typer.Option(min=0, help="Unstored warm-up runs.")] = None,
     param: Annotated[
-        Optional[list[str]], typer.Option("--param", "-p", help="KEY=VALUE, for a benchmark name.")
+        list[str] | None, typer.Option("--param", "-p", help="KEY=VALUE, for a benchmark name.")
     ] = None,
     monitor: Annotated[
-        Optional[list[str]], typer.Option("--monitor", "-m", help="Monitor to run beside it.")
+        list[str] | None, typer.Option("--monitor", "-m", help="Monitor to run beside it.")
     ] = None,
     no_monitors: Annotated[bool, typer.Option("--no-monitors", help="Run no monitors.")] = False,
     sysctl: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option("--sysctl", metavar="NAME=VALUE", help="Set a sysctl for the run (repeat it).")
     ] = None,
     sysfs: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option("--sysfs", metavar="/sys/PATH=VALUE", help="Set a sysfs knob for the run (repeat it).")
     ] = None,
     governor: Annotated[
-        Optional[str], typer.Option(help="cpufreq governor of every CPU for the run.")
+        str | None, typer.Option(help="cpufreq governor of every CPU for the run.")
     ] = None,
     pin: Annotated[
-        Optional[str], typer.Option(metavar="CPULIST", help="Pin the benchmark to CPUs, e.g. 0-1.")
+        str | None, typer.Option(metavar="CPULIST", help="Pin the benchmark to CPUs, e.g. 0-1.")
     ] = None,
     load: Annotated[
-        Optional[str], typer.Option(metavar="N", help="N CPU hogs beside each repetition.")
+        str | None, typer.Option(metavar="N", help="N CPU hogs beside each repetition.")
     ] = None,
-    label: Annotated[Optional[str], typer.Option(help="Label stored with the run, e.g. v6.7.")] = None,
+    label: Annotated[str | None, typer.Option(help="Label stored with the run, e.g. v6.7.")] = None,
     kernel_commit: Annotated[
-        Optional[str], typer.Option(help="Commit of the kernel under test.")
+        str | None, typer.Option(help="Commit of the kernel under test.")
     ] = None,
-    target: Annotated[Optional[str], typer.Option(help="local, or qemu: boot --kernel in a VM.")] = None,
+    target: Annotated[str | None, typer.Option(help="local, or qemu: boot --kernel in a VM.")] = None,
     kernel: KernelOption = None,
     cmdline: CmdlineOption = None,
     vm_cpus: VmCpusOption = None,
@@ -195,7 +201,7 @@ def run(
     else:
         console.print(results_table(details))
         console.print(f"[dim]samples, monitors and fingerprint: perfline show {details[-1].info.id}[/dim]")
-    if any(o.status != COMPLETED for o in outcomes):
+    if any(o.status != RunStatus.COMPLETED for o in outcomes):
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -283,7 +289,7 @@ FloorOption = Annotated[
     float, typer.Option(min=0.0, help="Practical floor in %: smaller changes are never significant.")
 ]
 MetricFloorOption = Annotated[
-    Optional[list[str]],
+    list[str] | None,
     typer.Option("--metric-floor", help="METRIC=PCT: a floor for one metric, e.g. tbench.throughput=2."),
 ]
 
@@ -291,14 +297,14 @@ MetricFloorOption = Annotated[
 @app.command()
 def compare(
     run_ids: Annotated[
-        Optional[list[int]], typer.Argument(help="Runs to compare; the first is the baseline.")
+        list[int] | None, typer.Argument(help="Runs to compare; the first is the baseline.")
     ] = None,
     label: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option("--label", help="Compare all runs with these labels, per case (repeat it)."),
     ] = None,
     kernel: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option("--kernel", help="Compare all runs whose VM booted these registered kernels, "
                      "per case (repeat it)."),
     ] = None,
@@ -379,17 +385,17 @@ def ab(
     ],
     pairs: Annotated[int, typer.Option(min=2, help="A/B pairs to measure.")] = 10,
     param: Annotated[
-        Optional[list[str]], typer.Option("--param", "-p", help="KEY=VALUE for both sides.")
+        list[str] | None, typer.Option("--param", "-p", help="KEY=VALUE for both sides.")
     ] = None,
-    warmup: Annotated[Optional[int], typer.Option(min=0, help="Warm-up runs per side.")] = None,
+    warmup: Annotated[int | None, typer.Option(min=0, help="Warm-up runs per side.")] = None,
     monitor: Annotated[
-        Optional[list[str]], typer.Option("--monitor", "-m", help="Monitor to run beside it.")
+        list[str] | None, typer.Option("--monitor", "-m", help="Monitor to run beside it.")
     ] = None,
     no_monitors: Annotated[bool, typer.Option("--no-monitors", help="Run no monitors.")] = False,
-    label: Annotated[Optional[str], typer.Option(help="Label stored with both runs.")] = None,
-    kernel_commit: Annotated[Optional[str], typer.Option(help="Commit of the kernel.")] = None,
+    label: Annotated[str | None, typer.Option(help="Label stored with both runs.")] = None,
+    kernel_commit: Annotated[str | None, typer.Option(help="Commit of the kernel.")] = None,
     target: Annotated[
-        Optional[str], typer.Option(help="local, or qemu: boot --kernel or each side's kernel:NAME in a VM.")
+        str | None, typer.Option(help="local, or qemu: boot --kernel or each side's kernel:NAME in a VM.")
     ] = None,
     kernel: KernelOption = None,
     cmdline: CmdlineOption = None,
@@ -409,8 +415,8 @@ def ab(
         # Each side is measured once per pair: that is its planned repetition count.
         job = replace(job, repeat=pairs, precision_pct=None)
         # Both sides through `run`'s with_target; kernel:/cmdline: overrides win per side.
-        options = dict(target=target, kernel=kernel, cmdline=cmdline, cpus=vm_cpus,
-                       memory_mb=vm_memory, accel=accel)
+        options = {"target": target, "kernel": kernel, "cmdline": cmdline, "cpus": vm_cpus,
+                       "memory_mb": vm_memory, "accel": accel}
         sides = [expand(apply_overrides(job, overrides, **options)) for overrides in (a, b)]
     except JobError as exc:
         raise fail(str(exc)) from None
@@ -438,7 +444,7 @@ def ab(
         paired=True,
     )
     _print_comparisons([comparison], alpha, as_json)
-    if any(o.status != COMPLETED for o in outcomes):
+    if any(o.status != RunStatus.COMPLETED for o in outcomes):
         raise typer.Exit(EXIT_FAILED)
 
 

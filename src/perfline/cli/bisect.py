@@ -6,16 +6,22 @@ import json
 import math
 import os
 import subprocess
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from perfline.benchmarks import BENCHMARKS
@@ -23,12 +29,18 @@ from perfline.bisect import kernel
 from perfline.bisect.worktree import Builder, Commit, RangeError, commit_range
 from perfline.cli.common import EXIT_FAILED, console, errors, fail, open_store, running
 from perfline.jobs import JobError, expand, load_job
-from perfline.jobs.spec import Case
-from perfline.metric import Direction, Measurement
-from perfline.process import ToolMissing, tail
+from perfline.records.job import Case
+from perfline.records.metric import Direction, Measurement
+from perfline.records.status import RunStatus
 from perfline.runner import Observer, RunOutcome, execute
-from perfline.store import COMPLETED, Store
-from perfline.store.bisections import BisectionNotFound, BisectionRecord, BisectionSpec, BisectSample
+from perfline.store import Store
+from perfline.store.bisections import (
+    BisectionNotFound,
+    BisectionRecord,
+    BisectionSpec,
+    BisectSample,
+)
+from perfline.system.process import ToolMissing, tail
 from perfline.targets import local
 from perfline.targets.kernels import KernelError
 
@@ -47,18 +59,18 @@ COMMAND_TIMEOUT_S = 3600.0
 def start(
     good: Annotated[str, typer.Option(help="A commit with the old performance.")],
     bad: Annotated[str, typer.Option(help="A later commit with the new performance.")],
-    repo: Annotated[Optional[Path], typer.Option(help="The git repository (it is never modified).")] = None,
-    build: Annotated[Optional[str], typer.Option(help="Shell command that builds a commit, e.g. 'make -j2'.")] = None,
-    kernel_tree: Annotated[Optional[Path], typer.Option(
+    repo: Annotated[Path | None, typer.Option(help="The git repository (it is never modified).")] = None,
+    build: Annotated[str | None, typer.Option(help="Shell command that builds a commit, e.g. 'make -j2'.")] = None,
+    kernel_tree: Annotated[Path | None, typer.Option(
         help="A Linux git tree instead of --repo/--build: each probe's bzImage is built with --config "
              "and boots the --job in a VM.")] = None,
-    config: Annotated[Optional[Path], typer.Option(help="With --kernel-tree: the .config to build with "
+    config: Annotated[Path | None, typer.Option(help="With --kernel-tree: the .config to build with "
                                                    "(make olddefconfig fills in new options).")] = None,
-    command: Annotated[Optional[str], typer.Option(help="Benchmark command run in the built tree; "
+    command: Annotated[str | None, typer.Option(help="Benchmark command run in the built tree; "
                                                    "the last line of its stdout is the value.")] = None,
-    direction: Annotated[Optional[str], typer.Option(help="lower or higher: which way is better.")] = None,
-    job: Annotated[Optional[Path], typer.Option(help="A perfline job (one case) instead of --command.")] = None,
-    metric: Annotated[Optional[str], typer.Option(help="With --job: the metric to bisect.")] = None,
+    direction: Annotated[str | None, typer.Option(help="lower or higher: which way is better.")] = None,
+    job: Annotated[Path | None, typer.Option(help="A perfline job (one case) instead of --command.")] = None,
+    metric: Annotated[str | None, typer.Option(help="With --job: the metric to bisect.")] = None,
     max_runs: Annotated[int, typer.Option(min=10, help="Benchmark runs at most.")] = 200,
     history: Annotated[bool, typer.Option(
         help="With --job: use the stored runs of the job's case at the good and bad commits "
@@ -119,7 +131,7 @@ def _record_history(store: Store, bisection_id: int, case: Case, metric: str, re
     """The endpoints' stored samples, recorded once as the bisection's first samples, so
     that a resume replays the same evidence whatever runs are stored later."""
     from perfline.bisect.driver import HISTORY
-    from perfline.bisect.history import endpoint_history
+    from perfline.bisect.endpoints import endpoint_history
 
     found = endpoint_history(store, case, metric, repo, commits[0].sha, commits[-1].sha,
                              local.fingerprint().machine_id)
@@ -148,7 +160,7 @@ def resume(
 
 
 @bisect_app.command("status")
-def status(bisection_id: Annotated[Optional[int], typer.Argument(help="Bisection id (default: newest).")] = None) -> None:
+def status(bisection_id: Annotated[int | None, typer.Argument(help="Bisection id (default: newest).")] = None) -> None:
     """Runs so far, the most probable commits, and the next probe."""
     from perfline.bisect.driver import replay
 
@@ -178,7 +190,7 @@ def status(bisection_id: Annotated[Optional[int], typer.Argument(help="Bisection
 
 
 @bisect_app.command("log")
-def log(bisection_id: Annotated[Optional[int], typer.Argument(help="Bisection id (default: newest).")] = None) -> None:
+def log(bisection_id: Annotated[int | None, typer.Argument(help="Bisection id (default: newest).")] = None) -> None:
     """Every probe: commit, sample, phase; and every build."""
     store = open_store()
     record = _record(store, bisection_id)
@@ -236,9 +248,9 @@ def _builder(record: BisectionRecord) -> Builder:
 
 
 def _run(store: Store, bisection_id: int, commits: list[Commit], as_json: bool) -> None:
-    from perfline.bisect.bisection import Status
     from perfline.bisect.driver import BisectError, drive
-    from perfline.pace import PaceGuard
+    from perfline.records.status import BisectionStatus
+    from perfline.system.speed import PaceGuard
 
     record = store.bisection(bisection_id)
     spec = record.spec
@@ -263,7 +275,7 @@ def _run(store: Store, bisection_id: int, commits: list[Commit], as_json: bool) 
     else:
         console.print(_probes_table(store, outcome.record, commits))
         _print_outcome(outcome, commits)
-    if outcome.result.status is not Status.FOUND:
+    if outcome.result.status is not BisectionStatus.FOUND:
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -316,7 +328,7 @@ def _measure(store: Store, record: BisectionRecord, builder: Builder) -> Iterato
             # The progress display knows the job's case; a probe's differs only in its kernel.
             observer = ctx.observer if here == case else _SameCase(ctx.observer, case)
             outcome = execute(here, replace(ctx, kernel_commit=commit.sha, observer=observer))
-            if outcome.status != COMPLETED:
+            if outcome.status != RunStatus.COMPLETED:
                 raise MeasureFailed(outcome.error or outcome.status)
             values = [s.value for s in store.get_run(outcome.run_id).samples if s.metric.name == spec.metric]
             if not values:
@@ -380,7 +392,7 @@ def _run_command(command: str, tree: Path) -> float:
 
     try:
         proc = subprocess.run(["/bin/sh", "-c", command], cwd=tree, capture_output=True, text=True,
-                              timeout=COMMAND_TIMEOUT_S)
+                              timeout=COMMAND_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
         raise MeasureFailed(f"{command!r} timed out after {COMMAND_TIMEOUT_S:.0f} s") from None
     if proc.returncode != 0:
@@ -431,10 +443,10 @@ def _commits(record: BisectionRecord) -> list[Commit]:
 
 
 def _print_outcome(outcome: Outcome, commits: list[Commit]) -> None:
-    from perfline.bisect.bisection import Status
+    from perfline.records.status import BisectionStatus
 
     document = outcome.to_json()
-    if outcome.result.status is Status.NO_CHANGE:
+    if outcome.result.status is BisectionStatus.NO_CHANGE:
         console.print(f"[yellow]no change to bisect:[/yellow] after {document['runs']} runs the good and bad "
                       "commits do not differ beyond their noise")
         return
@@ -451,12 +463,12 @@ def _print_outcome(outcome: Outcome, commits: list[Commit]) -> None:
         c = outcome.confirmation
         console.print(f"  A/B against its parent: {c.decision.value}, {c.change_pct:+.2f}% "
                       f"[{c.ci_pct[0]:+.2f}, {c.ci_pct[1]:+.2f}], p={c.p_value:.2g}, {c.samples} samples")
-    if outcome.result.status is Status.UNCONFIRMED:
+    if outcome.result.status is BisectionStatus.UNCONFIRMED:
         parent = commits[outcome.result.parent].sha[:12]
         console.print(f"  [yellow]not confirmed:[/yellow] the model is sure, but this commit's own samples do "
                       f"not differ from its parent's; check with `perfline ab` on {parent} and {culprit.sha[:12]} "
                       "before acting on it (a machine whose speed drifted does this)")
-    elif outcome.result.status is Status.BUDGET:
+    elif outcome.result.status is BisectionStatus.BUDGET:
         console.print(f"  [yellow]budget spent:[/yellow] the best guess after {document['runs']} runs; "
                       f"`perfline bisect status {outcome.record.id}` lists the most probable commits")
     again = f", {outcome.unsteady} more taken again with the machine running slow" if outcome.unsteady else ""

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from perfline.cli.progress import ProgressObserver
-from perfline.jobs.spec import Case
+from perfline.records.job import Case
 from perfline.runner import RunContext, terminate_as_interrupt
 from perfline.store import Store
 from perfline.targets import local

@@ -6,17 +6,23 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from perfline import regressions as records
+from perfline.analysis import regressions as records
+from perfline.analysis.series import (
+    Series,
+    SeriesError,
+    build_series,
+    matching_cases,
+    read_csv_column,
+)
 from perfline.cli.common import EXIT_FAILED, console, fail, open_store, running
-from perfline.report.compare import comparison_view
-from perfline.report.history import KIND_STYLE, history_table, write_png
-from perfline.series import Series, SeriesError, build_series, matching_cases, read_csv_column
+from perfline.report.comparison_table import comparison_view
+from perfline.report.series_view import KIND_STYLE, history_table, write_png
 from perfline.store import Regression, RunNotFound, Store
 from perfline.targets import local
 
@@ -24,7 +30,7 @@ if TYPE_CHECKING:
     from perfline.stats.changepoint import ChangePoint
 
 RepoOption = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(help="Git repository of the runs' --kernel-commit: order points by its history."),
 ]
 RateOption = Annotated[
@@ -52,12 +58,12 @@ def _series(store: Store, metric: str | None, case: str | None, machine: str | N
 def history(
     metric: Annotated[str, typer.Argument(help="Metric, e.g. tbench.throughput.")],
     case: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(help="Case: a key or parts of one, e.g. clients=4 (every matching case is shown)."),
     ] = None,
-    machine: Annotated[Optional[str], typer.Option(help="Machine id (default: all).")] = None,
+    machine: Annotated[str | None, typer.Option(help="Machine id (default: all).")] = None,
     repo: RepoOption = None,
-    png: Annotated[Optional[Path], typer.Option(help="Write the graph to this PNG file.")] = None,
+    png: Annotated[Path | None, typer.Option(help="Write the graph to this PNG file.")] = None,
     false_alarm_rate: RateOption = 0.001,
 ) -> None:
     """A metric's series: every point with its spread, change points marked."""
@@ -76,13 +82,13 @@ def history(
 
 
 def detect(
-    metric: Annotated[Optional[str], typer.Option(help="Only this metric.")] = None,
+    metric: Annotated[str | None, typer.Option(help="Only this metric.")] = None,
     since: Annotated[
-        Optional[datetime], typer.Option(help="Only runs started since, e.g. 2026-11-01.")
+        datetime | None, typer.Option(help="Only runs started since, e.g. 2026-11-01.")
     ] = None,
     repo: RepoOption = None,
-    csv: Annotated[Optional[Path], typer.Option(help="Detect in a CSV column instead of the store.")] = None,
-    column: Annotated[Optional[str], typer.Option(help="With --csv: the column (default: first numeric).")] = None,
+    csv: Annotated[Path | None, typer.Option(help="Detect in a CSV column instead of the store.")] = None,
+    column: Annotated[str | None, typer.Option(help="With --csv: the column (default: first numeric).")] = None,
     false_alarm_rate: RateOption = 0.001,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
@@ -156,7 +162,7 @@ regressions_app = typer.Typer(
 @regressions_app.callback()
 def list_regressions(
     ctx: typer.Context,
-    status: Annotated[Optional[str], typer.Option(help=f"Only this status: {', '.join(records.STATUSES)}.")] = None,
+    status: Annotated[str | None, typer.Option(help=f"Only this status: {', '.join(records.STATUSES)}.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List regression records, newest first."""
@@ -204,7 +210,7 @@ def confirm_regression(
 def mark_regression(
     regression_id: Annotated[int, typer.Argument(help="Regression id.")],
     status: Annotated[str, typer.Argument(help=f"New status: {', '.join(records.STATUSES)}.")],
-    note: Annotated[Optional[str], typer.Option(help="Why, e.g. the fixing commit.")] = None,
+    note: Annotated[str | None, typer.Option(help="Why, e.g. the fixing commit.")] = None,
 ) -> None:
     """Set a regression's status by hand (e.g. bisected, fixed)."""
     try:

@@ -5,15 +5,22 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from perfline.cli.common import EXIT_FAILED, console, errors, fail
-from perfline.process import ToolMissing
-from perfline.targets.kernels import Kernel, KernelError, add_deb, add_image, kernels_dir, list_kernels
+from perfline.system.process import ToolMissing
+from perfline.targets.kernels import (
+    Kernel,
+    KernelError,
+    add_deb,
+    add_image,
+    kernels_dir,
+    list_kernels,
+)
 
 kernels_app = typer.Typer(
     no_args_is_help=True,
@@ -28,10 +35,10 @@ def add(
     image: Annotated[Path, typer.Argument(help="An x86 bzImage, e.g. /boot/vmlinuz-6.12.x or arch/x86/boot/bzImage.")],
     name: Annotated[str, typer.Option(help="Name to use in jobs and --kernel.")],
     config: Annotated[
-        Optional[Path], typer.Option(help="Its .config (default: config-RELEASE beside the image).")
+        Path | None, typer.Option(help="Its .config (default: config-RELEASE beside the image).")
     ] = None,
     modules: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             exists=True,
             file_okay=False,
@@ -55,7 +62,7 @@ def add_debian(
         str, typer.Argument(help="A Debian kernel package, e.g. linux-image-cloud-amd64.")
     ],
     name: Annotated[
-        Optional[str], typer.Option(help="Name to use (default: the package without linux-image-).")
+        str | None, typer.Option(help="Name to use (default: the package without linux-image-).")
     ] = None,
     replace: ReplaceOption = False,
 ) -> None:

@@ -33,9 +33,8 @@ def migration_cost(
     """
     params = {"cpus": cpus, "size": size, "repeat": repeat}
     try:
-        with TemporaryDirectory(prefix="perfline-migration-") as scratch:
-            with MigrationCost(params, Path(scratch)) as bench:
-                result = bench.measure()
+        with TemporaryDirectory(prefix="perfline-migration-") as scratch, MigrationCost(params, Path(scratch)) as bench:
+            result = bench.measure()
     except BenchmarkUnavailable as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_FAILED) from None

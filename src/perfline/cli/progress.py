@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from types import TracebackType
+from typing import Self
 
 from rich.console import Console
 from rich.markup import escape
@@ -15,10 +16,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from perfline.jobs.spec import Case
-from perfline.metric import Measurement
+from perfline.records.job import Case
+from perfline.records.metric import Measurement
+from perfline.records.status import RunStatus
 from perfline.runner import RunOutcome
-from perfline.store import COMPLETED
 
 
 class ProgressObserver:
@@ -43,7 +44,7 @@ class ProgressObserver:
         )
         self._steps_in_run = 0
 
-    def __enter__(self) -> ProgressObserver:
+    def __enter__(self) -> Self:
         self._progress.start()
         return self
 
@@ -82,7 +83,7 @@ class ProgressObserver:
         self._steps_in_run += 1
 
     def run_finished(self, outcome: RunOutcome) -> None:
-        if outcome.status != COMPLETED:
+        if outcome.status != RunStatus.COMPLETED:
             # A failed run will not take its remaining steps: keep the ETA honest.
             planned = outcome.case.warmup + outcome.case.repeat
             self._progress.update(self._task, advance=max(planned - self._steps_in_run, 0))

@@ -2,7 +2,7 @@
 
 from perfline.jobs.matrix import MAX_CASES, case_count, expand
 from perfline.jobs.parse import job_from_benchmark, load_job, parse_param_args
-from perfline.jobs.spec import (
+from perfline.records.job import (
     SINGLE_VALUED_KINDS,
     TARGETS,
     TUNABLE_KINDS,

@@ -10,10 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from perfline.benchmarks import ParamValue
 from perfline.jobs.overrides import EXAMPLES, apply_overrides, parse_override
-from perfline.jobs.parse import check_cpu_list, check_governor, check_hog_count, check_sysfs_path
-from perfline.jobs.spec import COMMAND_LINE, JobError, JobSpec
+from perfline.jobs.parse import (
+    check_cpu_list,
+    check_governor,
+    check_hog_count,
+    check_sysfs_path,
+)
+from perfline.records.job import COMMAND_LINE, JobError, JobSpec, ParamValue
 
 # kind → (option, its value's form, an example value)
 KEYED_OPTIONS = {

@@ -11,8 +11,15 @@ from __future__ import annotations
 import itertools
 import math
 
-from perfline.benchmarks import ParamValue
-from perfline.jobs.spec import COMMAND_LINE, AxisValue, Case, JobError, JobSpec
+from perfline.jobs.lookup import benchmark_class
+from perfline.records.job import (
+    COMMAND_LINE,
+    AxisValue,
+    Case,
+    JobError,
+    JobSpec,
+    ParamValue,
+)
 
 MAX_CASES = 1000
 
@@ -66,8 +73,6 @@ def check_size(job: JobSpec, line: int | None = None) -> None:
 
 def expand(job: JobSpec) -> list[Case]:
     """All cases of `job`, each with every parameter (defaults filled in) fixed."""
-    from perfline.jobs.parse import benchmark_class
-
     check_size(job)
     cls = benchmark_class(job.benchmark, lambda message: JobError(_where(job), None, message))
     axes = _axes(job)

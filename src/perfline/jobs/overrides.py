@@ -9,10 +9,17 @@ from typing import Any
 
 import yaml
 
-from perfline.benchmarks import BENCHMARKS, ParamValue
+from perfline.benchmarks import BENCHMARKS
 from perfline.jobs.parse import check_sysfs_path, job_from_benchmark
-from perfline.jobs.spec import COMMAND_LINE, SINGLE_VALUED_KINDS, AxisValue, JobError, JobSpec
 from perfline.jobs.vm import check_guest_job, with_target
+from perfline.records.job import (
+    COMMAND_LINE,
+    SINGLE_VALUED_KINDS,
+    AxisValue,
+    JobError,
+    JobSpec,
+    ParamValue,
+)
 from perfline.targets.kernels import KernelError, get_kernel
 
 KINDS = ("param", "sysctl", "sysfs", "governor", "pin", "kernel", "cmdline")

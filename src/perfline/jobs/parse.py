@@ -8,6 +8,7 @@ writes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import math
 import os
@@ -19,9 +20,12 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from perfline.benchmarks import BENCHMARKS, Benchmark, Param, ParamValue
+from perfline.benchmarks import Benchmark, Param
+from perfline.jobs.lookup import benchmark_class
 from perfline.jobs.matrix import check_size
-from perfline.jobs.spec import (
+from perfline.jobs.vm import VM_KEYS, check_guest_job, vm_spec, with_target
+from perfline.monitors import DEFAULT_MONITORS, MONITORS
+from perfline.records.job import (
     AUTO_MAX_REPEAT,
     AUTO_MIN_REPEAT,
     AUTO_PRECISION_PCT,
@@ -31,9 +35,8 @@ from perfline.jobs.spec import (
     AxisValue,
     JobError,
     JobSpec,
+    ParamValue,
 )
-from perfline.jobs.vm import VM_KEYS, check_guest_job, vm_spec, with_target
-from perfline.monitors import DEFAULT_MONITORS, MONITORS
 
 TOP_KEYS = (
     "name",
@@ -97,9 +100,7 @@ def job_from_benchmark(
     def fail(message: str) -> JobError:
         return JobError(COMMAND_LINE, None, message)
 
-    if benchmark not in BENCHMARKS:
-        raise fail(f"unknown benchmark {benchmark!r}: {BENCHMARKS.suggestion(benchmark)}")
-    cls = _load_benchmark(benchmark, fail)
+    cls = benchmark_class(benchmark, fail)
     names = [p.name for p in cls.params]
     converted: dict[str, AxisValue] = {}
     for name, value in (params or {}).items():
@@ -110,7 +111,7 @@ def job_from_benchmark(
             if not value:
                 raise fail(f"--param {name}: empty list of values")
             values = [_cli_value(param, v, fail) for v in value]
-            _check_unique(values, lambda v: fail(f"--param {name}: {v!r} is given twice"))
+            _check_unique(values, lambda v, name=name: fail(f"--param {name}: {v!r} is given twice"))
             converted[name] = values
         else:
             converted[name] = _cli_value(param, value, fail)
@@ -153,20 +154,6 @@ def parse_param_args(items: Iterable[str]) -> dict[str, str]:
 
 
 # -- shared helpers -------------------------------------------------------------------
-
-
-def benchmark_class(name: str, fail: Callable[[str], JobError]) -> type[Benchmark]:
-    """The benchmark class for a known name; a module that cannot load is a JobError."""
-    if name not in BENCHMARKS:
-        raise fail(f"unknown benchmark {name!r}: {BENCHMARKS.suggestion(name)}")
-    return _load_benchmark(name, fail)
-
-
-def _load_benchmark(name: str, fail: Callable[[str], JobError]) -> type[Benchmark]:
-    try:
-        return BENCHMARKS.get(name)
-    except (ImportError, AttributeError) as exc:
-        raise fail(f"benchmark {name!r} cannot be loaded: {exc}") from exc
 
 
 def _unknown(kind: str, name: str, options: Iterable[str]) -> str:
@@ -504,10 +491,8 @@ class _Parser:
             def convert(item: ScalarNode, value: ParamValue, param: Param = param) -> ParamValue:
                 # PyYAML reads `1e3` as a string; YAML 1.2 and people read it as a number.
                 if param.type is float and isinstance(value, str) and item.style is None:
-                    try:
+                    with contextlib.suppress(ValueError):
                         value = float(value)
-                    except ValueError:
-                        pass
                 problem = param.check(value)
                 if problem:
                     raise self.error(item, problem)

@@ -12,7 +12,14 @@ from typing import Any
 
 from perfline.benchmarks import BENCHMARKS, Benchmark
 from perfline.benchmarks.base import CommandBenchmark
-from perfline.jobs.spec import ACCELS, COMMAND_LINE, TARGETS, JobError, JobSpec, VmSpec
+from perfline.records.job import (
+    ACCELS,
+    COMMAND_LINE,
+    TARGETS,
+    JobError,
+    JobSpec,
+    VmSpec,
+)
 from perfline.targets.kernels import KernelError, get_kernel
 
 # Job keys that describe the VM; `cmdline` travels with the tunables (spec.py).

@@ -1,7 +1,7 @@
 """The monitor catalogue."""
 
 from perfline.monitors.base import Monitor, MonitorUnavailable, ProfilingMonitor
-from perfline.registry import Registry
+from perfline.plugins import Registry
 
 MONITORS: Registry[Monitor] = Registry(
     "monitor",

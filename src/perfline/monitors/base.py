@@ -5,8 +5,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-from perfline.metric import Measurement, Metric
-from perfline.profile import ProfileEntry
+from perfline.records.metric import Measurement, Metric
+from perfline.records.profile import ProfileEntry
 
 
 class MonitorUnavailable(RuntimeError):

@@ -7,8 +7,8 @@ from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from perfline.metric import Measurement, Metric
 from perfline.monitors.base import Monitor
+from perfline.records.metric import Measurement, Metric
 
 # (metric, counter name): the metric is the counter's change per second.
 RateTable = tuple[tuple[Metric, str], ...]

@@ -1,4 +1,4 @@
-"""How much slower than its best the machine ran around each repetition (perfline.pace).
+"""How much slower than its best the machine ran around each repetition (perfline.system.speed).
 
 Shared VMs slow down by tens of percent for seconds at a time; a repetition caught in
 such a spell is an outlier that no benchmark output explains. This monitor reads the
@@ -12,10 +12,10 @@ from __future__ import annotations
 import subprocess
 from typing import ClassVar
 
-from perfline.metric import Direction, Measurement, Metric
 from perfline.monitors.base import Monitor, MonitorUnavailable
-from perfline.pace import PaceGuard
-from perfline.process import ToolMissing
+from perfline.records.metric import Direction, Measurement, Metric
+from perfline.system.process import ToolMissing
+from perfline.system.speed import PaceGuard
 
 SLOWDOWN = Metric("pace.slowdown", "%", Direction.NEUTRAL,
                   "the machine's speed around the repetition, against its best in the run")

@@ -13,11 +13,11 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfline.metric import Direction, Measurement, Metric
 from perfline.monitors.base import MonitorUnavailable, ProfilingMonitor
 from perfline.monitors.perf_tool import PerfSession, find_perf, system_wide_perf
-from perfline.process import run
-from perfline.profile import ProfileEntry
+from perfline.records.metric import Direction, Measurement, Metric
+from perfline.records.profile import ProfileEntry
+from perfline.system.process import run
 
 # Not 1000: a rate in lockstep with the kernel's tick would keep sampling the same
 # moment of every tick.

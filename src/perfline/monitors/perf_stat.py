@@ -11,10 +11,10 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from perfline.metric import Direction, Measurement, Metric
 from perfline.monitors.base import Monitor, MonitorUnavailable
 from perfline.monitors.perf_tool import PerfSession, find_perf, system_wide_perf
-from perfline.process import CommandFailed, run
+from perfline.records.metric import Direction, Measurement, Metric
+from perfline.system.process import CommandFailed, run
 
 RATE = "/s"
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from perfline.monitors.base import MonitorUnavailable
-from perfline.process import CommandFailed, ToolMissing, require_tool, tail
+from perfline.system.process import CommandFailed, ToolMissing, require_tool, tail
 
 PARANOID = Path("/proc/sys/kernel/perf_event_paranoid")
 PROC_SELF_STATUS = Path("/proc/self/status")

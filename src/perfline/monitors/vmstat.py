@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfline.metric import Direction, Measurement, Metric
 from perfline.monitors.counters import CounterMonitor, Interval, RateTable
+from perfline.records.metric import Direction, Measurement, Metric
 
 PROC_MEMINFO = Path("/proc/meminfo")
 PROC_VMSTAT = Path("/proc/vmstat")

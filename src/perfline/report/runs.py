@@ -11,7 +11,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from perfline.metric import Metric
+from perfline.records.metric import Metric
 from perfline.stats import Summary, summarize
 from perfline.store import RunDetail, RunInfo
 

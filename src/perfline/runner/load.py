@@ -6,9 +6,9 @@ import os
 import signal
 import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
-from perfline.process import die_with_perfline
+from perfline.system.process import die_with_perfline
 
 # A shell busy loop: no interpreter start-up, nothing but user time, and trivially killed.
 HOG = ("/bin/sh", "-c", "while :; do :; done")
@@ -38,9 +38,7 @@ def cpu_hogs(count: int) -> Iterator[list[int]]:
         yield [hog.pid for hog in hogs]
     finally:
         for hog in hogs:
-            try:
+            with suppress(ProcessLookupError):
                 os.killpg(hog.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         for hog in hogs:
             hog.wait()

@@ -11,17 +11,23 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
-from perfline.benchmarks import BENCHMARKS, Benchmark, BenchmarkFailed, BenchmarkUnavailable
+from perfline.benchmarks import (
+    BENCHMARKS,
+    Benchmark,
+    BenchmarkFailed,
+    BenchmarkUnavailable,
+)
 from perfline.benchmarks.base import CommandBenchmark
-from perfline.fingerprint import Fingerprint
-from perfline.jobs.spec import AUTO_MIN_REPEAT, Case
-from perfline.metric import Measurement
 from perfline.monitors import MONITORS, Monitor, MonitorUnavailable, ProfilingMonitor
-from perfline.process import tail
+from perfline.records.fingerprint import Fingerprint
+from perfline.records.job import AUTO_MIN_REPEAT, Case
+from perfline.records.metric import Measurement
+from perfline.records.status import RunStatus
 from perfline.runner.load import cpu_hogs
-from perfline.store import COMPLETED, FAILED, INTERRUPTED, Store
+from perfline.store import Store
+from perfline.system.process import tail
 from perfline.targets.guest import GuestBenchmark
 from perfline.tunables import Journal, TunableError, applied, read_back
 
@@ -103,7 +109,7 @@ class CaseRun:
         self._fingerprint: Fingerprint | None = None
         self._tuned_per_step = False
 
-    def __enter__(self) -> CaseRun:
+    def __enter__(self) -> Self:
         self.monitors = self._available_monitors()
         refused: TunableError | None = None
         tuned: dict[str, dict[str, str]] = {}
@@ -223,20 +229,20 @@ class CaseRun:
             return
         try:
             self._stack.close()
-        except BaseException as teardown_error:  # a teardown failing is the run's failure
+        except BaseException as teardown_error:  # noqa: BLE001 - a teardown failing is the run's failure
             if exc is None:
                 exc = teardown_error
         if exc is None:
-            self._finish(COMPLETED)
+            self._finish(RunStatus.COMPLETED)
         elif isinstance(exc, KeyboardInterrupt):
-            self._finish(INTERRUPTED, "interrupted (Ctrl-C or SIGTERM); finished repetitions are kept")
+            self._finish(RunStatus.INTERRUPTED, "interrupted (Ctrl-C or SIGTERM); finished repetitions are kept")
         elif isinstance(exc, RUN_ERRORS) and exc is self._own_failure:
-            self._finish(FAILED, str(exc), getattr(exc, "output_tail", None) or None)
+            self._finish(RunStatus.FAILED, str(exc), getattr(exc, "output_tail", None) or None)
         elif isinstance(exc, RUN_ERRORS):
-            self._finish(INTERRUPTED, f"stopped because the interleaved run failed: {exc}")
+            self._finish(RunStatus.INTERRUPTED, f"stopped because the interleaved run failed: {exc}")
         else:
             trace = "".join(traceback.format_exception(exc))
-            self._finish(FAILED, f"internal error: {exc!r}", tail(trace))
+            self._finish(RunStatus.FAILED, f"internal error: {exc!r}", tail(trace))
 
     def _finish(self, status: str, error: str | None = None, output_tail: str | None = None) -> None:
         self.ctx.store.finish_run(self.run_id, status, error=error, output_tail=output_tail)
@@ -302,7 +308,7 @@ class CaseRun:
 
 def _ci_halfwidth_pct(values: list[float]) -> float:
     # Imported here: scipy costs a second at start-up and only --repeat auto needs it.
-    from perfline.stats.compare import mean_ci_halfwidth_pct
+    from perfline.stats.two_sample import mean_ci_halfwidth_pct
 
     return mean_ci_halfwidth_pct(values)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perfline.profile import ProfileEntry
+from perfline.records.profile import ProfileEntry
 
 
 @dataclass(frozen=True)

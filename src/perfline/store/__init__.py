@@ -2,10 +2,6 @@
 
 from perfline.store.engine import resolve_url
 from perfline.store.store import (
-    COMPLETED,
-    FAILED,
-    INTERRUPTED,
-    RUNNING,
     Regression,
     RunDetail,
     RunInfo,
@@ -16,10 +12,6 @@ from perfline.store.store import (
 )
 
 __all__ = [
-    "COMPLETED",
-    "FAILED",
-    "INTERRUPTED",
-    "RUNNING",
     "Regression",
     "RunDetail",
     "RunInfo",

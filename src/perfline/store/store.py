@@ -11,10 +11,11 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from perfline import __version__
-from perfline.fingerprint import Fingerprint
-from perfline.jobs.spec import Case
-from perfline.metric import Direction, Measurement, Metric
-from perfline.profile import ProfileEntry
+from perfline.records.fingerprint import Fingerprint
+from perfline.records.job import Case
+from perfline.records.metric import Direction, Measurement, Metric
+from perfline.records.profile import ProfileEntry
+from perfline.records.status import RunStatus
 from perfline.store import migrate
 from perfline.store.bisections import BisectionQueries
 from perfline.store.engine import connect, resolve_url
@@ -31,9 +32,6 @@ from perfline.store.schema import (
 class RunNotFound(LookupError):
     pass
 
-
-# Run statuses. A run stays RUNNING only while its process lives; see reap_dead_runs.
-RUNNING, COMPLETED, FAILED, INTERRUPTED = "running", "completed", "failed", "interrupted"
 
 # The kernel a qemu run booted is in its settings (targets.guest), not a column of its own.
 _VM_KERNEL = RunRow.settings["vm_kernel"].as_string()
@@ -154,7 +152,7 @@ class Store(BisectionQueries):
                 fingerprint=fingerprint.to_json(),
                 config_hash=config_hash,
                 settings={},
-                status=RUNNING,
+                status=RunStatus.RUNNING,
                 repeat=case.repeat,
                 warmup=case.warmup,
                 started_at=_now(),
@@ -254,11 +252,11 @@ class Store(BisectionQueries):
         """
         with self._session.begin() as session:
             stale = session.scalars(
-                select(RunRow).where(RunRow.status == RUNNING, RunRow.hostname == hostname)
+                select(RunRow).where(RunRow.status == RunStatus.RUNNING, RunRow.hostname == hostname)
             ).all()
             reaped = [r for r in stale if r.boot_id != boot_id or not alive(r.pid)]
             for run in reaped:
-                run.status = INTERRUPTED
+                run.status = RunStatus.INTERRUPTED
                 run.error = f"perfline process {run.pid} died before finishing the run"
             return len(reaped)
 
@@ -295,7 +293,7 @@ class Store(BisectionQueries):
         if kernel_release is not None:
             query = query.where(RunRow.kernel_release == kernel_release)
         if vm_kernel is not None:
-            query = query.where(_VM_KERNEL == vm_kernel)
+            query = query.where(vm_kernel == _VM_KERNEL)
         if benchmark is not None:
             query = query.where(RunRow.benchmark == benchmark)
         if with_samples:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfline.fingerprint import config_options
+from perfline.records.fingerprint import config_options
 
 # What mounting the root disk takes: the option and the module it builds as `=m`.
 # CRYPTO_CRC32C: ext4 checksums its metadata with crc32c, found through the crypto API.

@@ -25,10 +25,10 @@ from perfline.benchmarks.base import (
     CommandBenchmark,
     CommandOutput,
 )
-from perfline.fingerprint import Fingerprint
-from perfline.jobs.spec import Case
-from perfline.metric import Measurement
-from perfline.process import ToolMissing, tail
+from perfline.records.fingerprint import Fingerprint
+from perfline.records.job import Case
+from perfline.records.metric import Measurement
+from perfline.system.process import ToolMissing, tail
 from perfline.targets import initramfs, local, rootfs
 from perfline.targets.kernels import Kernel, KernelError, get_kernel
 from perfline.targets.qemu import GuestFailed, Vm, VmConfig, qemu_version

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
-from perfline.process import CommandFailed, ToolMissing, require_tool, run
+from perfline.system.process import CommandFailed, ToolMissing, require_tool, run
 from perfline.targets.kernels import cache_dir
 
 BUSYBOX_PACKAGE = "busybox-static"

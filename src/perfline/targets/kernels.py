@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from perfline.process import CommandFailed, require_tool, run
+from perfline.system.process import CommandFailed, require_tool, run
 from perfline.targets.bootmodules import ModulesError, root_disk_modules
 
 CACHE_ENV = "PERFLINE_CACHE_DIR"

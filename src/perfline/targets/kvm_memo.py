@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfline.files import write_durably
+from perfline.system.files import write_durably
 from perfline.targets import local
 from perfline.tunables import state_dir
 

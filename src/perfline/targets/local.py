@@ -8,7 +8,7 @@ import platform
 import socket
 from pathlib import Path
 
-from perfline.fingerprint import Fingerprint
+from perfline.records.fingerprint import Fingerprint
 
 # Sysctls known to move scheduler, memory and network benchmarks; missing ones are skipped.
 RELEVANT_SYSCTLS = (

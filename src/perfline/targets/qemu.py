@@ -20,9 +20,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
-from perfline.jobs.spec import ACCELS
-from perfline.process import die_with_perfline, require_tool, run, tail
+from perfline.records.job import ACCELS
+from perfline.system.process import die_with_perfline, require_tool, run, tail
 from perfline.targets.kernels import Kernel
 from perfline.targets.kvm_memo import KvmMemo
 
@@ -125,7 +126,7 @@ class Vm:
         self._channel: _Channel | None = None
         self._serving = False  # the agent said ready and has not failed since
 
-    def __enter__(self) -> Vm:
+    def __enter__(self) -> Self:
         try:
             self.boot()
         except BaseException:

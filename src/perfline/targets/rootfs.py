@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfline.process import CommandFailed, require_tool, run, tail
+from perfline.system.process import CommandFailed, require_tool, run, tail
 from perfline.targets.bootmodules import missing_drivers
 from perfline.targets.kernels import Kernel, cache_dir
 

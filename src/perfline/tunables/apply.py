@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfline.benchmarks import ParamValue
+from perfline.records.job import ParamValue
 from perfline.tunables.journal import Entry, Journal, leftovers
 
 PROC_SYS = Path("/proc/sys")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from perfline.files import write_durably
+from perfline.system.files import write_durably
 
 
 @dataclass(frozen=True)

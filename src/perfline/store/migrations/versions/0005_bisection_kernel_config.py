@@ -7,9 +7,8 @@ Create Date: 2026-11-23 10:12:41.508113
 
 import shlex
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 revision = '0005'
 down_revision = '0004'

@@ -22,8 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
-from perfline.process import CommandFailed, ToolMissing, require_tool, run, tail
+from perfline.system.process import CommandFailed, ToolMissing, require_tool, run, tail
 
 log = logging.getLogger(__name__)
 
@@ -358,7 +359,7 @@ class PrivateServer:
             proc.kill()
             proc.wait()
 
-    def __enter__(self) -> PrivateServer:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

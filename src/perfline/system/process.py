@@ -79,7 +79,7 @@ def run(
     """Run to completion; raise CommandFailed with the output tail on failure or timeout."""
     try:
         proc = subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env
+            list(argv), capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env, check=False
         )
     except subprocess.TimeoutExpired as exc:
         output = _as_text(exc.stderr) or _as_text(exc.stdout)

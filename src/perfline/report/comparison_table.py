@@ -10,13 +10,13 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from perfline.comparison import CaseComparison, MetricRow
-from perfline.fingerprint import Difference
+from perfline.analysis.comparison import CaseComparison, MetricRow
+from perfline.records.fingerprint import Difference
 from perfline.report.runs import ARROWS, number
 from perfline.stats.profile_diff import SymbolShift
 
 if TYPE_CHECKING:
-    from perfline.stats.compare import Comparison
+    from perfline.stats.two_sample import Comparison
 from perfline.stats.summary import Summary
 
 VERDICT_STYLE = {"regression": "bold red", "improvement": "bold green", "changed": "yellow"}

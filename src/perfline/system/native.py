@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from perfline.process import ToolMissing
+from perfline.system.process import ToolMissing
 
 # The package is installed editable from src/, so the checkout is two levels above it.
 CHECKOUT = Path(__file__).resolve().parents[2]

@@ -7,27 +7,27 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from perfline.comparison import CaseComparison, Side, compare_sides
-from perfline.fingerprint import Fingerprint
-from perfline.jobs.spec import ACCELS, Case, VmSpec
+from perfline.analysis.comparison import CaseComparison, Side, compare_sides
+from perfline.analysis.series import Series, judge
+from perfline.records.fingerprint import Fingerprint
+from perfline.records.job import ACCELS, Case, VmSpec
+from perfline.records.status import RegressionStatus
 from perfline.runner import RunContext, execute_interleaved
-from perfline.series import Series, judge
 from perfline.store import Regression, RunDetail, Store
 from perfline.targets.kernels import KernelError, get_kernel
 
 if TYPE_CHECKING:
     from perfline.stats.changepoint import ChangePoint
 
-NEW, CONFIRMED, FALSE_ALARM, BISECTED, FIXED = "new", "confirmed", "false-alarm", "bisected", "fixed"
-STATUSES = (NEW, CONFIRMED, FALSE_ALARM, BISECTED, FIXED)
+STATUSES = tuple(RegressionStatus)
 # Who may follow whom: a confirmed change gets bisected and later fixed; a false alarm
 # or a fix can be reopened when the change turns out real after all.
 TRANSITIONS = {
-    NEW: {CONFIRMED, FALSE_ALARM, FIXED},
-    CONFIRMED: {BISECTED, FIXED, FALSE_ALARM},
-    BISECTED: {FIXED},
-    FALSE_ALARM: {NEW},
-    FIXED: {NEW},
+    RegressionStatus.NEW: {RegressionStatus.CONFIRMED, RegressionStatus.FALSE_ALARM, RegressionStatus.FIXED},
+    RegressionStatus.CONFIRMED: {RegressionStatus.BISECTED, RegressionStatus.FIXED, RegressionStatus.FALSE_ALARM},
+    RegressionStatus.BISECTED: {RegressionStatus.FIXED},
+    RegressionStatus.FALSE_ALARM: {RegressionStatus.NEW},
+    RegressionStatus.FIXED: {RegressionStatus.NEW},
 }
 
 
@@ -71,7 +71,7 @@ def record(
             change_pct=change.change_pct,
             ci_pct=change.ci_pct,
             strength=change.strength,
-            status=NEW,
+            status=RegressionStatus.NEW,
             note=None,
             detected_at=after.started_at,
             updated_at=after.started_at,
@@ -85,8 +85,8 @@ def transition(store: Store, regression_id: int, status: str, note: str | None =
     current = store.get_regression(regression_id)
     if status not in STATUSES:
         raise TransitionError(f"unknown status {status!r}: use one of {', '.join(STATUSES)}")
-    if status not in TRANSITIONS[current.status]:
-        allowed = ", ".join(sorted(TRANSITIONS[current.status]))
+    if status not in TRANSITIONS[RegressionStatus(current.status)]:
+        allowed = ", ".join(sorted(TRANSITIONS[RegressionStatus(current.status)]))
         raise TransitionError(
             f"regression {regression_id} is {current.status}; it can become {allowed}, not {status}"
         )
@@ -100,10 +100,10 @@ class CannotConfirm(RuntimeError):
 def check_confirmable(regression: Regression) -> None:
     """Before anything runs: a confirmation ends in confirmed or false-alarm, so both
     must be allowed from the record's status (only `new`)."""
-    allowed = TRANSITIONS[regression.status]
-    if not {CONFIRMED, FALSE_ALARM} <= allowed:
+    allowed = TRANSITIONS[RegressionStatus(regression.status)]
+    if not {RegressionStatus.CONFIRMED, RegressionStatus.FALSE_ALARM} <= allowed:
         reopen = (f"; `perfline regressions mark {regression.id} new` reopens it"
-                  if NEW in allowed else "")
+                  if RegressionStatus.NEW in allowed else "")
         raise TransitionError(
             f"regression {regression.id} is {regression.status}: only a new one can be confirmed{reopen}"
         )
@@ -268,7 +268,7 @@ def confirm(
     if again is None:
         raise CannotConfirm(f"the re-run after the change has no {regression.metric} samples")
     same_way = again.significant and (again.change_pct > 0) == (regression.change_pct > 0)
-    status = CONFIRMED if same_way else FALSE_ALARM
+    status = RegressionStatus.CONFIRMED if same_way else RegressionStatus.FALSE_ALARM
     note = (f"re-run interleaved (runs {outcomes[0].run_id}, {outcomes[1].run_id}): "
             f"{again.change_pct:+.1f}% [{again.ci_pct[0]:+.1f}, {again.ci_pct[1]:+.1f}], p={again.p_value:.2g}")
     if how := found.describe():

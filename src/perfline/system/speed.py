@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from perfline.native import native_binary
+from perfline.system.native import native_binary
 
 # The pace loop's own spread is about 1% (473.6 µs ± 1% here, quiet or beside a CPU hog);
 # the spells it is there for are +35% and more.

@@ -6,7 +6,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfline.benchmarks import ParamValue
+# A parameter's or tunable's value as a job sets it.
+ParamValue = int | float | str | bool
 
 # Tunable kinds a job may name; applying them is the tunables package's job.
 #

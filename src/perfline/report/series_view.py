@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 from rich.text import Text
 
+from perfline.analysis.series import Series, judge
 from perfline.report.figures import (
     CHANGE,
     IMPROVEMENT,
@@ -23,7 +24,6 @@ from perfline.report.figures import (
     value_label,
 )
 from perfline.report.runs import ARROWS, number
-from perfline.series import Series, judge
 from perfline.stats.summary import summarize
 
 if TYPE_CHECKING:

@@ -8,15 +8,21 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from perfline.fingerprint import MIXED, Difference, config_differences, differences, flatten
-from perfline.metric import Metric
-from perfline.profile import ProfileEntry
+from perfline.records.fingerprint import (
+    MIXED,
+    Difference,
+    config_differences,
+    differences,
+    flatten,
+)
+from perfline.records.metric import Metric
+from perfline.records.profile import ProfileEntry
 from perfline.stats.profile_diff import SymbolShift, profile_diff
 from perfline.stats.summary import Summary, summarize
 from perfline.store import RunDetail, Store
 
 if TYPE_CHECKING:
-    from perfline.stats.compare import Comparison
+    from perfline.stats.two_sample import Comparison
 
 DEFAULT_ALPHA = 0.01
 DEFAULT_FLOOR_PCT = 1.0
@@ -100,7 +106,7 @@ def compare_sides(
     """Every metric of the baseline side against every other side. `paired`: the i-th
     values of the sides were measured back to back (interleaved A/B)."""
     # Imported here: scipy costs a second at start-up and only comparisons need it.
-    from perfline.stats.compare import compare
+    from perfline.stats.two_sample import compare
 
     base, others = sides[0], sides[1:]
     rows = []

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfline.metric import Direction, Metric
-from perfline.store import COMPLETED, RunInfo, RunValues
-
+from perfline.records.metric import Direction, Metric
+from perfline.records.status import RunStatus
+from perfline.store import RunInfo, RunValues
 
 if TYPE_CHECKING:
     from perfline.stats.changepoint import ChangePoint
@@ -56,7 +56,9 @@ class Series:
     order: str  # "commit" or "time"
 
     def change_points(self, false_alarm_rate: float = 0.001) -> list[ChangePoint]:
-        from perfline.stats.changepoint import detect  # scipy: loaded only when detecting
+        from perfline.stats.changepoint import (
+            detect,  # scipy: loaded only when detecting
+        )
 
         return detect([list(p.values) for p in self.points], false_alarm_rate=false_alarm_rate)
 
@@ -83,7 +85,7 @@ def build_series(found: Iterable[RunValues], repo: Path | None = None) -> list[S
     """
     groups: dict[tuple[str, str, str, str], list[RunValues]] = defaultdict(list)
     for item in found:
-        if item.run.status != COMPLETED or item.interleaved:
+        if item.run.status != RunStatus.COMPLETED or item.interleaved:
             continue
         groups[(item.metric.name, item.run.benchmark, item.run.case_key, item.machine_id)].append(item)
     series = []
@@ -152,7 +154,7 @@ def commit_order(repo: Path, commits: set[str]) -> dict[str, int]:
 
 
 def _git(repo: Path, *args: str) -> str:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         detail = proc.stderr.strip() or f"git {args[0]} failed"
         raise SeriesError(f"{repo}: {detail} (is every run's --kernel-commit in this repository?)")

@@ -18,8 +18,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfline.jobs.spec import Case
-from perfline.store import COMPLETED, Store
+from perfline.records.job import Case
+from perfline.records.status import RunStatus
+from perfline.store import Store
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ def endpoint_history(
         named = item.run.kernel_commit
         # An A/B side ran beside another configuration, with its tunables switched
         # around each step: not a plain measurement of the case.
-        if item.run.status != COMPLETED or item.run.target != "local" or item.interleaved or not named:
+        if item.run.status != RunStatus.COMPLETED or item.run.target != "local" or item.interleaved or not named:
             continue
         if named not in resolved:
             resolved[named] = _resolve(repo, named)
@@ -58,5 +59,5 @@ def _resolve(repo: Path, name: str) -> str | None:
     """The full sha of a run's --kernel-commit (a sha, an abbreviation or a tag), or None
     when the repository does not have it."""
     proc = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
     return proc.stdout.strip() if proc.returncode == 0 else None

@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import optimize, stats
 
-from perfline.metric import Direction, Metric
+from perfline.records.metric import Direction, Metric
 from perfline.stats.summary import Summary, summarize
 
 # Below five repetitions per side no verdict is given. At five, the rank test shown beside

@@ -1,0 +1,1 @@
+"""Stored runs assembled for judging: comparisons of sides, series of a metric, regression records."""

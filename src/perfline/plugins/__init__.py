@@ -1,0 +1,5 @@
+"""Catalogues of named plugins (benchmarks, monitors): built-in entries and Python entry points."""
+
+from perfline.plugins.registry import Registry, UnknownName
+
+__all__ = ["Registry", "UnknownName"]
