@@ -7,8 +7,8 @@ from pathlib import Path
 
 from perfline.system.process import ToolMissing
 
-# The package is installed editable from src/, so the checkout is two levels above it.
-CHECKOUT = Path(__file__).resolve().parents[2]
+# The package is installed editable from src/: the checkout is above src/perfline/system/
+CHECKOUT = Path(__file__).resolve().parents[3]
 NATIVE_DIR_ENV = "PERFLINE_NATIVE_DIR"
 
 
