@@ -53,7 +53,12 @@ demo: install-deps install native
 	$(BIN)/perfline runs --limit 5
 	examples/bisect/demo.sh $(BIN)/perfline
 
-test: install-deps install native
+# Types and lint first: the code says it is typed, so the build checks it.
+lint: install
+	$(BIN)/ruff check src
+	$(BIN)/mypy
+
+test: install-deps install native lint
 	$(BIN)/pytest -q
 
 test-slow: install-deps install native

@@ -140,7 +140,8 @@ def splits(n_commits: int, commits: IntArray, y: FloatArray, w: FloatArray) -> S
     """Both sides of every split from prefix sums over commits, O(N + samples)."""
     # Centring keeps the prefix sums of squares from cancelling catastrophically.
     y = y - _median(y)
-    count = np.cumsum(np.bincount(commits, weights=w, minlength=n_commits))
+    # bincount with weights is float64 (the stubs say int whatever the weights).
+    count = np.cumsum(np.bincount(commits, weights=w, minlength=n_commits).astype(np.float64))
     total = np.cumsum(np.bincount(commits, weights=w * y, minlength=n_commits))
     square = np.cumsum(np.bincount(commits, weights=w * y * y, minlength=n_commits))
     # Culprit c puts commits 0..c-1 on the good side: prefix index c-1.

@@ -48,7 +48,7 @@ def group_heads(testable: BoolArray) -> IntArray:
 
 def group_posterior(posterior: FloatArray, testable: BoolArray) -> FloatArray:
     """Posterior mass of each group, stored at its head; zero at untestable commits."""
-    return np.bincount(group_heads(testable), weights=posterior, minlength=len(testable))
+    return np.bincount(group_heads(testable), weights=posterior, minlength=len(testable)).astype(np.float64)
 
 
 def halving_probe(posterior: FloatArray, testable: BoolArray) -> int:

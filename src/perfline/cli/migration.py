@@ -12,6 +12,7 @@ import typer
 
 from perfline.benchmarks import BenchmarkFailed, BenchmarkUnavailable
 from perfline.benchmarks.migration_cost import MigrationCost, format_matrix
+from perfline.records.job import ParamValue
 
 EXIT_FAILED = 1
 
@@ -31,7 +32,7 @@ def migration_cost(
 
     Measures once and stores nothing; `perfline run migration-cost` tracks it over time.
     """
-    params = {"cpus": cpus, "size": size, "repeat": repeat}
+    params: dict[str, ParamValue] = {"cpus": cpus, "size": size, "repeat": repeat}
     try:
         with TemporaryDirectory(prefix="perfline-migration-") as scratch, MigrationCost(params, Path(scratch)) as bench:
             result = bench.measure()

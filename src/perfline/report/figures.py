@@ -163,7 +163,7 @@ def grouped_bars(
             color=color, alpha=0.75, capsize=4, error_kw={"elinewidth": 1.2},
             label=f"{item.label} (mean ± {error})" if index == 0 else item.label, zorder=2,
         )
-        _dots(axes, xs, item.estimates, "black")
+        _dots(axes, xs.tolist(), item.estimates, "black")
     for x, note in zip(base, notes, strict=False):
         if note:
             axes.annotate(

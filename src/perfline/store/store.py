@@ -360,8 +360,8 @@ class Store(BisectionQueries):
             query = query.where(RunRow.started_at >= since)
         grouped: dict[tuple[int, str], tuple[RunRow, list[float]]] = {}
         with self._session() as session:
-            for run, name, value in session.execute(query):
-                grouped.setdefault((run.id, name), (run, []))[1].append(value)
+            for run, name, sample in session.execute(query).tuples():
+                grouped.setdefault((run.id, name), (run, []))[1].append(sample)
             metrics = {row.name: _metric(row) for row in session.scalars(select(MetricRow))}
             return [
                 RunValues(_info(run, len(values)), run.machine_id, metrics[name], values,
@@ -396,7 +396,7 @@ class Store(BisectionQueries):
                  if row.kind == regression.kind and row.id not in claimed and row.after_run_id in rank),
                 key=lambda row: (rank[row.after_run_id], row.id),
             )
-            existing = (exact or nearby or [None])[0]
+            existing = (exact or nearby or [None])[0]  # type: ignore[list-item]
             if existing is not None:
                 estimate = (regression.before_run_id, regression.after_run_id, regression.kind,
                             regression.change_pct, *regression.ci_pct, regression.strength)
