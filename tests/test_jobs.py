@@ -8,7 +8,7 @@ from textwrap import dedent
 
 import pytest
 
-import perfline.jobs.parse as parse_module
+import perfline.jobs.lookup as lookup_module
 from perfline.benchmarks import BENCHMARKS, Benchmark, Param
 from perfline.jobs import (
     MAX_CASES,
@@ -55,7 +55,7 @@ def toy_benchmarks(monkeypatch: pytest.MonkeyPatch) -> None:
     """The job parser sees `toy` and `bare` plus every real benchmark name."""
     real = {name: f"{__name__}:_Missing" for name in BENCHMARKS.names()}
     entries = {**real, "toy": f"{__name__}:Toy", "bare": f"{__name__}:Bare"}
-    monkeypatch.setattr(parse_module, "BENCHMARKS", Registry("benchmark", entries))
+    monkeypatch.setattr(lookup_module, "BENCHMARKS", Registry("benchmark", entries))
 
 
 def write(tmp_path: Path, text: str, name: str = "job.yaml") -> Path:
@@ -662,7 +662,7 @@ def test_parse_param_args() -> None:
 
 @pytest.mark.parametrize("name", ["ftrace-switch", "sched-pipe", "tbench", "demo"])
 def test_example_jobs(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(parse_module, "BENCHMARKS", BENCHMARKS)
+    monkeypatch.setattr(lookup_module, "BENCHMARKS", BENCHMARKS)
     path = EXAMPLES / f"{name}.yaml"
     job = load_job(path)
     cases = expand(job)
