@@ -296,7 +296,7 @@ def test_png_of_a_3000_point_series(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     width, height = struct.unpack(">II", header[16:24])
     assert width <= 20 * 120 + 1 and height < 1000
 
-    from perfline.report import history
+    from perfline.report import series_view as history
 
     captured: dict[str, list[str]] = {}
     real_save = history.save
