@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from perfline.records.errors import UserError
 from perfline.records.metric import Direction, Metric
 from perfline.records.status import RunStatus
 from perfline.store import RunInfo, RunValues
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 BISECT_LABEL = re.compile(r"bisect-\d+")
 
 
-class SeriesError(ValueError):
+class SeriesError(UserError, ValueError):
     """Bad input for a series (a CSV file, a git repository); the message says where."""
 
 
@@ -173,9 +174,14 @@ def read_csv_column(path: Path, column: str | None = None) -> tuple[str, list[fl
     """(column name, values) of one numeric column of a CSV file with a header: the named
     one, else the first whose first data value is a number. Errors name file and line."""
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as exc:
         raise SeriesError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise SeriesError(f"{path}:{line}: not UTF-8 text (a CSV file was expected)") from None
     rows = list(csv.reader(text.splitlines()))
     if len(rows) < 2:
         raise SeriesError(f"{path}:1: expected a header line and at least one data line")

@@ -1,7 +1,10 @@
 """The perfline command line."""
 
+import sys
+
 from perfline.cli.app import app
+from perfline.cli.errors import guarded
 
 
 def main() -> None:
-    app()
+    guarded(app, sys.argv)

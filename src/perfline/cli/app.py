@@ -77,6 +77,9 @@ def main_options(
         str | None,
         typer.Option(help="Store: an SQLAlchemy URL or an SQLite file (default $PERFLINE_DB)."),
     ] = None,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Print the traceback of an internal error (cli.errors reads it).")
+    ] = False,
 ) -> None:
     state.db = db
     restore_crashed_tunables()

@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfline.records.errors import UserError
+
 # A parameter's or tunable's value as a job sets it.
 ParamValue = int | float | str | bool
 
@@ -32,15 +34,11 @@ ACCELS = ("auto", "kvm", "tcg")
 COMMAND_LINE = "command line"
 
 
-class JobError(ValueError):
+class JobError(UserError, ValueError):
     """A job file problem, printed as `file:line: message`."""
 
     def __init__(self, path: Path | str, line: int | None, message: str) -> None:
-        self.path = str(path)
-        self.line = line
-        self.message = message
-        where = f"{self.path}:{line}" if line is not None else self.path
-        super().__init__(f"{where}: {message}")
+        super().__init__(message, path, line)
 
 
 # `repeat: auto` never stops before this many runs: a CI from 2-4 runs is itself too

@@ -1,6 +1,6 @@
 """The result store (SQLite by default, any SQLAlchemy URL such as PostgreSQL)."""
 
-from perfline.store.engine import resolve_url
+from perfline.store.engine import StoreUnavailable, resolve_url
 from perfline.store.store import (
     Regression,
     RunDetail,
@@ -19,5 +19,6 @@ __all__ = [
     "RunValues",
     "Sample",
     "Store",
+    "StoreUnavailable",
     "resolve_url",
 ]

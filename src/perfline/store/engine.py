@@ -7,6 +7,41 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
+
+from perfline.records.errors import UserError
+
+
+class StoreUnavailable(UserError):
+    """The store at a URL cannot be opened; says which store (password hidden) and why."""
+
+    def __init__(self, url: str, cause: BaseException) -> None:
+        super().__init__(f"cannot open the store: {_reason(cause)}", _shown(url))
+
+
+def _shown(url: str) -> str:
+    if url.startswith("sqlite:///"):
+        return url.removeprefix("sqlite:///")
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def _reason(cause: BaseException) -> str:
+    if isinstance(cause, DBAPIError):
+        # The driver's first line is the reason ("file is not a database", "connection
+        # refused"); SQLAlchemy's wrapper adds the SQL and a link, which help nobody here.
+        text = str(cause.orig).strip().splitlines()[0] if cause.orig is not None else str(cause)
+        if "not a database" in text:
+            return f"{text}; point --db or $PERFLINE_DB at a perfline store or at a new file"
+        if cause.connection_invalidated or "connect" in text.lower() or "refused" in text.lower():
+            return f"{text}; is the server running and the URL right?"
+        return text
+    if isinstance(cause, OSError):
+        return f"{cause.strerror or cause}" + (f": {cause.filename}" if cause.filename else "")
+    return str(cause)
 
 
 def resolve_url(location: str | None = None) -> str:

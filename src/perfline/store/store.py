@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine, func, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from perfline import __version__
@@ -18,7 +19,7 @@ from perfline.records.profile import ProfileEntry
 from perfline.records.status import RunStatus
 from perfline.store import migrate
 from perfline.store.bisections import BisectionQueries
-from perfline.store.engine import connect, resolve_url
+from perfline.store.engine import StoreUnavailable, connect, resolve_url
 from perfline.store.schema import (
     KernelConfig,
     MetricRow,
@@ -116,10 +117,15 @@ class Store(BisectionQueries):
 
     @classmethod
     def open(cls, url: str | None = None) -> Store:
-        """Connect and bring the schema up to date."""
-        engine = connect(resolve_url(url))
-        with engine.begin() as connection:
-            migrate.upgrade(connection)
+        """Connect and bring the schema up to date. A store that cannot be opened (no
+        server, not a database, no permission) is a StoreUnavailable naming it."""
+        resolved = resolve_url(url)
+        try:
+            engine = connect(resolved)
+            with engine.begin() as connection:
+                migrate.upgrade(connection)
+        except (DBAPIError, OSError) as exc:
+            raise StoreUnavailable(resolved, exc) from None
         return cls(engine)
 
     def close(self) -> None:

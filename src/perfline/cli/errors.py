@@ -1,0 +1,69 @@
+"""The command line's one error boundary.
+
+A failure the user caused and can fix (a `UserError`: a job file, a CSV, a store URL)
+prints one line `error: WHERE: what` and exits 2. Anything else is perfline's fault: one
+line names the exception and where its full traceback was written, so a user can send
+it without the screen filling up; `--debug` (or PERFLINE_DEBUG=1) prints it instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.markup import escape
+from sqlalchemy.exc import OperationalError
+
+from perfline.cli.common import EXIT_FAILED, EXIT_USAGE, errors
+from perfline.records.errors import UserError
+
+DEBUG_ENV = "PERFLINE_DEBUG"
+
+
+def debugging(argv: list[str]) -> bool:
+    # Read before Typer parses anything: an exception can come from the parsing itself.
+    return "--debug" in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def guarded(command: Callable[[], object], argv: list[str]) -> None:
+    """Run the CLI; turn every exception into one line and an exit code."""
+    try:
+        command()
+    except UserError as exc:
+        _error(str(exc))
+        sys.exit(EXIT_USAGE)
+    except OperationalError as exc:
+        # The store went away during the command (a server restarted, a disk filled).
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
+        _error(f"the store failed: {reason}")
+        sys.exit(EXIT_USAGE)
+    except Exception as exc:  # the boundary: nothing may reach the user as a traceback
+        if debugging(argv):
+            raise
+        where = _write_traceback(exc)
+        _error(f"internal error: {type(exc).__name__}: {exc} (traceback in {where}; "
+               f"--debug prints it; please report it)")
+        sys.exit(EXIT_FAILED)
+
+
+def _error(message: str) -> None:
+    errors.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def _write_traceback(exc: BaseException) -> Path:
+    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "perfline"
+    text = "".join(traceback.format_exception(exc))
+    for folder in (state, Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"traceback-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.txt"
+            path.write_text(f"perfline {' '.join(sys.argv[1:])}\n\n{text}")
+            return path
+        except OSError:
+            continue
+    return Path("(nowhere: no writable state or temporary directory)")

@@ -1,0 +1,99 @@
+"""The CLI's error boundary: a failure the user caused is one line `error: ...` and exit
+2; an internal error is one line naming it and the file holding its traceback. Each
+case runs the real command in a subprocess."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def perfline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "perfline", *args], capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, f"expected one line, got:\n{proc.stderr}"
+    assert lines[0].startswith("error: "), lines[0]
+    assert "Traceback" not in proc.stderr
+    return lines[0]
+
+
+def test_detect_csv_of_a_binary_file(tmp_path: Path) -> None:
+    binary = tmp_path / "data.csv"
+    binary.write_bytes(b"time,value\n1,2\n" + bytes(range(128, 256)) * 4)
+    proc = perfline("--db", str(tmp_path / "s.db"), "detect", "--csv", str(binary))
+    assert proc.returncode == 2
+    assert one_error_line(proc) == f"error: {binary}:3: not UTF-8 text (a CSV file was expected)"
+
+
+def test_store_that_is_not_a_database(tmp_path: Path) -> None:
+    bogus = tmp_path / "notes.db"
+    bogus.write_text("these are my notes, not a database\n" * 100)
+    before = bogus.read_bytes()
+    proc = perfline("runs", env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PERFLINE_DB": str(bogus)})
+    assert proc.returncode == 2
+    line = one_error_line(proc)
+    assert line.startswith(f"error: {bogus}: cannot open the store: file is not a database")
+    assert bogus.read_bytes() == before  # no data lost
+
+
+def test_postgresql_server_down(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = perfline("--db", f"postgresql+psycopg://perfline:hunter2@127.0.0.1:{port}/perfline", "runs")
+    assert proc.returncode == 2
+    line = one_error_line(proc)
+    assert f"127.0.0.1:{port}" in line and "cannot open the store" in line and "refused" in line.lower()
+    assert "hunter2" not in proc.stderr  # the password is hidden
+
+
+def test_a_job_file_error_names_file_and_line(tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text("benchmark: command\nparams:\n  cmd: echo 1\nrepeat: many\n")
+    proc = perfline("--db", str(tmp_path / "s.db"), "run", str(job))
+    assert proc.returncode == 2
+    assert one_error_line(proc).startswith(f"error: {job}:4: ")
+
+
+def test_internal_error_is_one_line_with_the_traceback_file(tmp_path: Path) -> None:
+    """An exception perfline did not expect: one line, the traceback written to a file
+    that is named; --debug prints the traceback instead."""
+    code = ("import sys; from perfline.cli.errors import guarded\n"
+            "def boom(): raise KeyError('surprise')\n"
+            "guarded(boom, sys.argv)\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path / "state")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 1
+    line = one_error_line(proc)
+    assert line.startswith("error: internal error: KeyError: 'surprise' (traceback in ")
+    written = Path(line.split("traceback in ", 1)[1].split(";", 1)[0])
+    assert written.parent == tmp_path / "state" / "perfline"
+    assert "KeyError: 'surprise'" in written.read_text() and "def boom" not in line
+
+    debug = subprocess.run([sys.executable, "-c", code, "--debug"], capture_output=True, text=True, env=env,
+                           timeout=60)
+    assert debug.returncode == 1 and "Traceback (most recent call last)" in debug.stderr
+
+
+def test_a_store_that_opens_keeps_working(tmp_path: Path) -> None:
+    """The boundary does not turn a good store into an error: a fresh file is created."""
+    db = tmp_path / "new.db"
+    proc = perfline("--db", str(db), "runs")
+    assert proc.returncode == 0, proc.stderr
+    assert sqlite3.connect(db).execute("select count(*) from runs").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("args", [["show", "999"], ["compare", "1", "2"]])
+def test_missing_runs_are_user_errors(tmp_path: Path, args: list[str]) -> None:
+    proc = perfline("--db", str(tmp_path / "s.db"), *args)
+    assert proc.returncode == 2
+    one_error_line(proc)
