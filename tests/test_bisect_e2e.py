@@ -233,3 +233,61 @@ def test_a_machine_that_stays_slow_stops_the_bisection_until_resumed(
     assert result["culprit"] == shas[CULPRIT] and result["unsteady_runs"] == 10
     # None of the ten is a run of the bisection: they are stored, and no decision used them.
     assert result["runs"] == len(bisect_samples(db)) - 10
+
+
+def test_a_command_not_found_in_the_worktree_says_where_and_fails_the_bisection(
+    repo: tuple[Path, list[str]], tmp_path: Path, env: None
+) -> None:
+    """A user's script named relative to where they stand is not in the commit's
+    worktree: the error names the worktree and the fix, and the bisection is failed."""
+    path, shas = repo
+    db = tmp_path / "db"
+    (tmp_path / "bench.sh").write_text("#!/bin/sh\n./bench\n")
+    args = start_args(path, shas, db)
+    args[args.index("./bench")] = "./bench.sh"
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 1
+    error = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(error) == 1, proc.stderr
+    tree = Path(os.environ.get("PERFLINE_CACHE_DIR", tmp_path / "cache")) / "bisect"
+    assert "bisection 1 failed" in error[0] and "exited with status 127" in error[0]
+    assert f"{tree}/" in error[0] and "$PWD/bench.sh" in error[0] and "$PERFLINE_TREE" in error[0]
+    with sqlite3.connect(db) as connection:
+        assert connection.execute("SELECT status FROM bisections").fetchall() == [("failed",)]
+    again = subprocess.run([sys.executable, "-m", "perfline", "--db", str(db), "bisect", "resume", "1"],
+                           capture_output=True, text=True, timeout=60)
+    assert again.returncode == 2 and "failed" in again.stderr and "start a new one" in again.stderr
+    assert not list((path / ".git" / "worktrees").glob("*"))  # pruned
+
+
+def test_a_finished_bisection_leaves_no_worktree_record_and_resume_takes_the_newest(
+    repo: tuple[Path, list[str]], tmp_path: Path, env: None
+) -> None:
+    """`bisect resume` without an id continues the newest unfinished bisection, and the
+    repository keeps no .git/worktrees entry once it has ended."""
+    path, shas = repo
+    db = tmp_path / "db"
+    proc = subprocess.Popen(start_args(path, shas, db), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+
+    def started() -> bool:
+        try:
+            return bool(db.exists() and bisect_samples(db))
+        except sqlite3.OperationalError:  # the schema is still being made
+            return False
+
+    while not started():
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    assert list((path / ".git" / "worktrees").glob("*"))  # in use while it runs
+    resumed = subprocess.run([sys.executable, "-m", "perfline", "--db", str(db), "bisect", "resume", "--json"],
+                             capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["culprit"] == shas[CULPRIT]
+    assert not list((path / ".git" / "worktrees").glob("*"))
+    nothing = subprocess.run([sys.executable, "-m", "perfline", "--db", str(db), "bisect", "resume"],
+                             capture_output=True, text=True, timeout=60)
+    assert nothing.returncode == 2 and "no bisection unfinished" in nothing.stderr

@@ -5,13 +5,13 @@ from __future__ import annotations
 import csv
 import math
 import re
-import subprocess
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from perfline import git
 from perfline.records.errors import UserError
 from perfline.records.metric import Direction, Metric
 from perfline.records.status import RunStatus
@@ -106,7 +106,9 @@ def build_series(found: Iterable[RunValues], repo: Path | None = None) -> list[S
 
 def case_parts(key: str) -> list[str]:
     """A case key split at its top-level commas (a JSON-quoted value may hold commas)."""
-    parts, current, quoted, escaped = [], [], False, False
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = escaped = False
     for char in key:
         if escaped:
             escaped = False
@@ -142,24 +144,11 @@ def _by_commit(items: list[RunValues], order: dict[str, int]) -> list[Point]:
 
 
 def commit_order(repo: Path, commits: set[str]) -> dict[str, int]:
-    """Position of each commit in topological order (oldest first), from git itself.
-
-    Only the history between the commits' merge base and the commits is walked, so a
-    kernel tree's million commits are not listed to order a few dozen runs.
-    """
-    full = {c: _git(repo, "rev-parse", "--verify", "--quiet", f"{c}^{{commit}}").strip() for c in commits}
-    base = _git(repo, "merge-base", "--octopus", *full.values()).strip() if len(full) > 1 else ""
-    walk = _git(repo, "rev-list", "--topo-order", "--reverse", *full.values(), *(["--not", f"{base}^@"] if base else []))
-    position = {sha: i for i, sha in enumerate(walk.split())}
-    return {c: position[sha] for c, sha in full.items()}
-
-
-def _git(repo: Path, *args: str) -> str:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        detail = proc.stderr.strip() or f"git {args[0]} failed"
-        raise SeriesError(f"{repo}: {detail} (is every run's --kernel-commit in this repository?)")
-    return proc.stdout
+    """Position of each run's commit in the repository's history, oldest first."""
+    try:
+        return git.topo_positions(repo, commits)
+    except git.GitError as exc:
+        raise SeriesError(f"{exc} (is every run's --kernel-commit in this repository?)") from None
 
 
 def judge(metric: Metric, change_pct: float) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -16,6 +17,10 @@ from perfline.system.process import CommandFailed, run
 
 if TYPE_CHECKING:
     from perfline.records.fingerprint import Fingerprint
+
+
+# Names the built tree of the commit under test in a benchmark command's environment.
+TREE_ENV = "PERFLINE_TREE"
 
 
 class BenchmarkUnavailable(RuntimeError):
@@ -81,9 +86,12 @@ class Benchmark(ABC):
     # server, a tool with data files) rather than an initramfs holding its executables.
     needs_rootfs: ClassVar[bool] = False
 
-    def __init__(self, params: Mapping[str, ParamValue], workdir: Path) -> None:
+    def __init__(self, params: Mapping[str, ParamValue], workdir: Path, tree: Path | None = None) -> None:
         self.values: dict[str, ParamValue] = self.resolve_params(params)
         self.workdir = workdir
+        # The built tree of the commit under test (bisection, tracking): a command runs
+        # there, with $PERFLINE_TREE naming it, so `./bench` finds the program just built.
+        self.tree = tree
 
     @classmethod
     def resolve_params(cls, given: Mapping[str, ParamValue]) -> dict[str, ParamValue]:
@@ -200,8 +208,9 @@ class CommandBenchmark(Benchmark):
     def run_here(self, argv: list[str], timeout: float | None) -> CommandOutput:
         """Run a command of this benchmark on this host, in its work directory."""
         started = time.perf_counter()
+        env = None if self.tree is None else {**os.environ, TREE_ENV: str(self.tree)}
         try:
-            proc = run(argv, timeout=timeout, cwd=self.workdir)
+            proc = run(argv, timeout=timeout, cwd=self.tree or self.workdir, env=env)
         except CommandFailed as exc:
             raise self.failure(str(exc), exc.output_tail) from exc
         return CommandOutput(proc.stdout, proc.stderr, time.perf_counter() - started)

@@ -17,7 +17,8 @@ from typing import Any, Protocol
 
 from perfline.bisect.bisection import Bisection, BisectResult
 from perfline.bisect.confirm import Confirmation, Decision
-from perfline.bisect.worktree import Builder, Commit
+from perfline.bisect.worktree import Builder
+from perfline.git import Commit
 from perfline.records.metric import Direction
 from perfline.store import Store
 from perfline.store.bisections import BisectBuild, BisectionRecord, BisectSample
@@ -34,7 +35,12 @@ UNSTEADY_TRIES = 10
 
 
 class BisectError(RuntimeError):
-    pass
+    """The bisection cannot go on. `fatal`: it never can (an endpoint does not build or
+    cannot be measured); otherwise a resume may succeed (a machine that stayed slow)."""
+
+    def __init__(self, message: str, *, fatal: bool) -> None:
+        super().__init__(message)
+        self.fatal = fatal
 
 
 class MeasureFailed(RuntimeError):
@@ -156,7 +162,8 @@ def drive(
             built[index] = result.ok
             if not result.ok and index in (0, len(commits) - 1):
                 which = "good" if index == 0 else "bad"
-                raise BisectError(f"the {which} commit {commits[index].sha[:12]} does not build:\n{result.log_tail}")
+                raise BisectError(f"the {which} commit {commits[index].sha[:12]} does not build:\n{result.log_tail}",
+                                  fatal=True)
         return built[index]
 
     def sample(index: int, phase: str) -> float:
@@ -166,7 +173,7 @@ def drive(
             value, run_id = measure(commits[index], index)
             after = guard.slowdown() if guard else 0.0
             if not (value > 0 and math.isfinite(value)):
-                raise BisectError(f"commit {sha} gave {value!r}; the metric must be positive")
+                raise BisectError(f"commit {sha} gave {value!r}; the metric must be positive", fatal=True)
             slower = max(before, after)
             if guard is None or guard.steady(slower):
                 store.add_bisect_sample(record.id, BisectSample(index, phase, value, run_id))
@@ -175,9 +182,10 @@ def drive(
             progress(f"{sha} = {value:.6g} with the machine {slower:.0%} slower: taken again",
                      bisection.runs, float(bisection.posterior().max()))
             time.sleep(UNSTEADY_WAIT_S)
-        raise BisectError(f"the machine ran more than {guard.tolerance:.0%} slower than its best around "
+        tolerance = guard.tolerance if guard else 0.0
+        raise BisectError(f"the machine ran more than {tolerance:.0%} slower than its best around "
                           f"{UNSTEADY_TRIES} samples of {sha} in a row (a busy host?); `perfline bisect "
-                          f"resume {record.id}` continues when it is steady again")
+                          f"resume {record.id}` continues when it is steady again", fatal=False)
 
     while (probe := bisection.next_probe()) is not None:
         if not ready(probe):
@@ -188,8 +196,10 @@ def drive(
         try:
             value = sample(probe, phase)
         except MeasureFailed as exc:
-            if bisection.samples_at(probe) or probe in (0, len(commits) - 1):
-                raise BisectError(f"measuring {commits[probe].sha[:12]} failed: {exc}") from exc
+            endpoint = probe in (0, len(commits) - 1)
+            if bisection.samples_at(probe) or endpoint:
+                raise BisectError(f"measuring {commits[probe].sha[:12]} failed: {exc}",
+                                  fatal=endpoint and not bisection.samples_at(probe)) from exc
             store.add_bisect_build(record.id, BisectBuild(probe, False, 0.0, f"benchmark failed: {exc}"))
             bisection.mark_untestable(probe)
             continue

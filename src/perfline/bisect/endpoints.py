@@ -14,10 +14,10 @@ the bisected repository. Each repetition is one sample, as each probe is one rep
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfline import git
 from perfline.records.job import Case
 from perfline.records.status import RunStatus
 from perfline.store import Store
@@ -48,16 +48,9 @@ def endpoint_history(
         if item.run.status != RunStatus.COMPLETED or item.run.target != "local" or item.interleaved or not named:
             continue
         if named not in resolved:
-            resolved[named] = _resolve(repo, named)
+            resolved[named] = git.resolve_or_none(repo, named)
         sha = resolved[named]
         if sha in (good, bad):
             samples += [HistorySample(int(sha == bad), v, item.run.id) for v in item.values]
     return samples
 
-
-def _resolve(repo: Path, name: str) -> str | None:
-    """The full sha of a run's --kernel-commit (a sha, an abbreviation or a tag), or None
-    when the repository does not have it."""
-    proc = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"],
-                          capture_output=True, text=True, check=False)
-    return proc.stdout.strip() if proc.returncode == 0 else None

@@ -23,14 +23,15 @@ from __future__ import annotations
 import hashlib
 import shlex
 import shutil
-import subprocess
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from perfline import git
 from perfline.benchmarks import BENCHMARKS
 from perfline.bisect.worktree import Build, Builder, cache_dir
 from perfline.jobs.vm import check_guest_job
+from perfline.records.errors import UserError
 from perfline.records.job import Case, JobError, VmSpec
 from perfline.system.process import require_tool
 from perfline.targets.kernels import Kernel, add_image
@@ -67,16 +68,14 @@ exit $status
 """
 
 
-class KernelBisectError(ValueError):
+class KernelBisectError(UserError, ValueError):
     """The kernel bisection cannot start or continue; the message says why."""
 
 
 def check_tree(tree: Path, good_sha: str) -> None:
     """A git tree that has a kernel's top-level files at the good commit."""
     for name in TREE_FILES:
-        found = subprocess.run(["git", "-C", str(tree), "cat-file", "-e", f"{good_sha}:{name}"],
-                               capture_output=True, check=False)
-        if found.returncode != 0:
+        if not git.has_path(tree, good_sha, name):
             raise KernelBisectError(f"--kernel-tree {tree}: not a Linux kernel tree "
                                     f"(no {name} at {good_sha[:12]})")
 

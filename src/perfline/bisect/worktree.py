@@ -2,7 +2,9 @@
 
 The user's checkout is never touched: every commit gets a detached worktree under
 perfline's cache, and its build result is kept there, keyed by the build command, so a
-resumed bisection (or a second one over the same range) builds nothing twice.
+resumed bisection builds nothing twice. git records each worktree under the
+repository's .git/worktrees; `release` removes the trees and those records when the
+bisection ends.
 
 A worktree counts only once its completion marker exists, written after `git worktree
 add` returned: a kill during the checkout (14 s for a kernel tree) leaves a directory
@@ -20,22 +22,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfline import git
 from perfline.system.files import write_durably
 from perfline.system.process import tail
 
 BUILD_TIMEOUT_S = 3 * 3600.0
 COMPLETE = ".perfline-worktree-complete"
-
-
-class RangeError(ValueError):
-    """The good/bad range cannot be bisected; the message says why."""
-
-
-@dataclass(frozen=True)
-class Commit:
-    sha: str
-    subject: str
-    author: str
 
 
 @dataclass(frozen=True)
@@ -54,33 +46,6 @@ def cache_dir() -> Path:
     return base / "bisect"
 
 
-def git(repo: Path, *args: str) -> str:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RangeError(f"{repo}: git {args[0]}: {proc.stderr.strip() or 'failed'}")
-    return proc.stdout
-
-
-def commit_range(repo: Path, good: str, bad: str) -> list[Commit]:
-    """good, then the first-parent history up to bad, oldest first.
-
-    First-parent order walks a merge-heavy history (like the kernel's) along the
-    mainline: a merge that brought the change in is found first, and bisecting into the
-    merged branch is a second bisection over that branch.
-    """
-    good_sha, bad_sha = (git(repo, "rev-parse", "--verify", f"{rev}^{{commit}}").strip() for rev in (good, bad))
-    ancestor = subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", good_sha, bad_sha], check=False)
-    if ancestor.returncode != 0:
-        raise RangeError(f"{good} is not an ancestor of {bad}: nothing to bisect between them")
-    fmt = "--format=%H%x1f%s%x1f%an"
-    lines = git(repo, "log", "-1", fmt, good_sha).splitlines()
-    lines += git(repo, "log", "--first-parent", "--reverse", fmt, f"{good_sha}..{bad_sha}").splitlines()
-    commits = [Commit(*line.split("\x1f", 2)) for line in lines if line]
-    if len(commits) < 2:
-        raise RangeError(f"{good}..{bad} is empty: the good and bad commits are the same")
-    return commits
-
-
 class Builder:
     def __init__(self, repo: Path, build: str, root: Path | None = None) -> None:
         self.repo = repo.resolve()
@@ -96,7 +61,7 @@ class Builder:
         if not (path / COMPLETE).exists():
             self.drop_tree(sha)
             path.parent.mkdir(parents=True, exist_ok=True)
-            git(self.repo, "worktree", "add", "--detach", "--force", str(path), sha)
+            git.add_worktree(self.repo, path, sha)
             write_durably(path / COMPLETE, f"{sha}\n")
         return path
 
@@ -105,11 +70,16 @@ class Builder:
         path = self.root / sha
         if not path.exists():
             return
-        # Twice --force: git locks a worktree while adding it, and a kill leaves the lock.
-        subprocess.run(["git", "-C", str(self.repo), "worktree", "remove", "--force", "--force", str(path)],
-                       capture_output=True, check=False)
+        git.remove_worktree(self.repo, path)
         # What git did not take for a worktree (killed before it wrote .git) is only files.
         shutil.rmtree(path, ignore_errors=True)
+
+    def release(self, shas: list[str]) -> None:
+        """Remove these commits' worktrees and prune git's records of them: the
+        repository keeps no trace of perfline once a bisection has ended."""
+        for sha in shas:
+            self.drop_tree(sha)
+        git.prune_worktrees(self.repo)
 
     def result_path(self, sha: str) -> Path:
         """Where the build's outcome is recorded: in the worktree, which keeps the build."""

@@ -33,3 +33,5 @@ class BisectionStatus(StrEnum):
     UNCONFIRMED = "not-confirmed"
     BUDGET = "budget"  # max_runs spent first; the result is the best guess
     NO_CHANGE = "no-change"  # the endpoints do not differ beyond their noise
+    # It could not go on: an endpoint does not build, the benchmark cannot run there.
+    FAILED = "failed"

@@ -66,6 +66,9 @@ class RunContext:
     journal: Journal
     label: str | None = None
     kernel_commit: str | None = None
+    # The built tree of the commit under test, where command benchmarks run (bisection,
+    # tracking); None: the run's own temporary directory.
+    tree: Path | None = None
 
 
 class CaseRun:
@@ -250,7 +253,7 @@ class CaseRun:
         self.ctx.observer.run_finished(self.outcome)
 
     def _new_benchmark(self) -> Benchmark:
-        benchmark = self.benchmark_cls(self.case.params, self.workdir)
+        benchmark = self.benchmark_cls(self.case.params, self.workdir, self.ctx.tree)
         if self.case.vm is None:
             return benchmark
         assert isinstance(benchmark, CommandBenchmark)  # the job parser checks it

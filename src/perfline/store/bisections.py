@@ -13,10 +13,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from perfline.records.errors import UserError
+from perfline.records.status import BisectionStatus
 from perfline.store.schema import BisectBuildRow, BisectionRow, BisectSampleRow
 
 
-class BisectionNotFound(LookupError):
+class BisectionNotFound(UserError, LookupError):
     pass
 
 
@@ -70,21 +72,25 @@ class BisectionQueries:
     def create_bisection(self, spec: BisectionSpec) -> int:
         now = datetime.now(UTC)
         with self._session.begin() as session:
-            row = BisectionRow(**spec.__dict__, status="running", result=None,
+            row = BisectionRow(**spec.__dict__, status=BisectionStatus.RUNNING, result=None,
                                created_at=now, updated_at=now)
             session.add(row)
             session.flush()
             return row.id
 
-    def bisection(self, bisection_id: int | None = None) -> BisectionRecord:
-        """The bisection with this id, or the newest one."""
+    def bisection(self, bisection_id: int | None = None, *, unfinished: bool = False) -> BisectionRecord:
+        """The bisection with this id, or the newest one (the newest still running with
+        `unfinished`)."""
         with self._session() as session:
             query = select(BisectionRow).order_by(BisectionRow.id.desc())
             if bisection_id is not None:
                 query = query.where(BisectionRow.id == bisection_id)
+            elif unfinished:
+                query = query.where(BisectionRow.status == BisectionStatus.RUNNING)
             row = session.scalars(query).first()
             if row is None:
-                which = f"with id {bisection_id}" if bisection_id is not None else "yet"
+                which = (f"with id {bisection_id}" if bisection_id is not None
+                         else "unfinished" if unfinished else "yet")
                 raise BisectionNotFound(f"no bisection {which} (start one with `perfline bisect start`)")
             spec = BisectionSpec(
                 repo=row.repo, good=row.good, bad=row.bad, commits=list(row.commits),

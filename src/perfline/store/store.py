@@ -366,7 +366,7 @@ class Store(BisectionQueries):
             query = query.where(RunRow.started_at >= since)
         grouped: dict[tuple[int, str], tuple[RunRow, list[float]]] = {}
         with self._session() as session:
-            for run, name, sample in session.execute(query).tuples():
+            for run, name, sample in session.execute(query):
                 grouped.setdefault((run.id, name), (run, []))[1].append(sample)
             metrics = {row.name: _metric(row) for row in session.scalars(select(MetricRow))}
             return [
