@@ -11,13 +11,9 @@ import pytest
 
 from perfline.benchmarks import BENCHMARKS, BenchmarkUnavailable
 from perfline.benchmarks.ftrace_switch import FtraceSwitch, parse_tracers
-from perfline.benchmarks.tracefs import (
-    SECURITYFS,
-    TRACEFS,
-    is_mounted,
-    lockdown_mode,
-    mounted,
-)
+from perfline.benchmarks.tracefs import SECURITYFS, TRACEFS, lockdown_mode
+from perfline.system.journal import own_journal
+from perfline.system.kernel_state import KernelState, is_mounted
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="tracefs is writable only by root")
 
@@ -26,7 +22,7 @@ TracefsState = Callable[[], tuple[str, str]]
 
 @pytest.fixture
 def available() -> list[str]:
-    with mounted("tracefs", TRACEFS):
+    with KernelState(own_journal()).mounted("tracefs", TRACEFS):
         return (TRACEFS / "available_tracers").read_text().split()
 
 
@@ -43,7 +39,7 @@ def tracefs_state(available: list[str]) -> Iterator[TracefsState]:
     Starting from blk (when the kernel has it) and tracing_on=1 makes a missing restore
     visible: every cycle ends with tracing_on=0, and the refusal tests set nop first.
     """
-    with mounted("tracefs", TRACEFS):
+    with KernelState(own_journal()).mounted("tracefs", TRACEFS):
 
         def state() -> tuple[str, str]:
             return (

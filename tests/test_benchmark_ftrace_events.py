@@ -16,7 +16,9 @@ from perfline.benchmarks.ftrace_events import (
     event_path,
     parse_available_events,
 )
-from perfline.benchmarks.tracefs import TRACEFS, is_mounted, mounted, restorable
+from perfline.benchmarks.tracefs import TRACEFS
+from perfline.system.journal import own_journal
+from perfline.system.kernel_state import KernelState, is_mounted, read_restorable
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="tracefs is writable only by root")
 
@@ -33,7 +35,7 @@ def tracefs_state() -> Iterator[TracefsState]:
     Every enable/disable cycle ends with both at 0, so starting from 1 makes a missing
     restore visible.
     """
-    with mounted("tracefs", TRACEFS):
+    with KernelState(own_journal()).mounted("tracefs", TRACEFS):
 
         def state() -> tuple[str, str]:
             return (
@@ -47,7 +49,7 @@ def tracefs_state() -> Iterator[TracefsState]:
             (TRACEFS / "tracing_on").write_text("1")
             yield state
         finally:
-            (TRACEFS / ENABLE).write_text(restorable(original[0]))
+            (TRACEFS / ENABLE).write_text(original[0].rstrip("*"))
             (TRACEFS / "tracing_on").write_text(original[1])
 
 
@@ -64,9 +66,10 @@ def test_event_names() -> None:
     ]
 
 
-def test_soft_mode_marker_is_not_written_back() -> None:
-    assert restorable("1*") == "1"
-    assert restorable("0") == "0"
+def test_soft_mode_marker_is_not_written_back(tmp_path: Path) -> None:
+    for text, restored in (("1*\n", "1"), ("0\n", "0"), ("always [madvise] never\n", "madvise")):
+        (tmp_path / "enable").write_text(text)
+        assert read_restorable(tmp_path / "enable") == restored
 
 
 def test_not_root_is_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -88,7 +88,7 @@ def test_refused_knob_changes_nothing(tmp_path: Path, private_state: Path) -> No
     assert run["status"] == "failed"
     assert "sysctl kernel.osrelease: read-only" in run["error"]
     assert SWAPPINESS.read_text() == before
-    assert not list(private_state.glob("tunables.*"))
+    assert not list(private_state.glob("journal.*"))
 
 
 def test_sigkilled_run_is_restored_by_the_next_command(tmp_path: Path, private_state: Path) -> None:
@@ -106,11 +106,11 @@ def test_sigkilled_run_is_restored_by_the_next_command(tmp_path: Path, private_s
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)
     assert int(SWAPPINESS.read_text()) == new  # nobody restored it yet
-    assert list(private_state.glob("tunables.*.json"))
+    assert list(private_state.glob("journal.*.json"))
     listing = perfline(db, "runs")
     assert int(SWAPPINESS.read_text()) == before
     assert "restored /proc/sys/vm/swappiness" in listing.stderr
-    assert not list(private_state.glob("tunables.*.json"))
+    assert not list(private_state.glob("journal.*.json"))
     assert "nothing to restore" in perfline(db, "restore").stdout
 
 

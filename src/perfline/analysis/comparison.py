@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from perfline.records.fingerprint import (
     MIXED,
@@ -188,47 +188,3 @@ def _sides_per_case(store: Store, groups: list[tuple[str, list[int]]]) -> list[l
         for _, runs in sorted(by_case.items())
         if all(runs.get(name) for name in names)
     ]
-
-
-def comparison_json(comparison: CaseComparison) -> dict[str, Any]:
-    """The `compare --json` / `ab --json` document for one case (a stable schema)."""
-
-    def summary(s: Summary) -> dict[str, float | int]:
-        return {"mean": s.mean, "stddev": s.stddev, "cv_pct": s.cv_pct, "n": s.n,
-                "min": s.min, "median": s.median, "max": s.max}
-
-    return {
-        "benchmark": comparison.benchmark,
-        "case": comparison.case_key,
-        "sides": [{"name": s.name, "runs": [r.info.id for r in s.runs]} for s in comparison.sides],
-        "cross_machine": comparison.cross_machine,
-        "metrics": [
-            {
-                "metric": row.metric.name,
-                "unit": row.metric.unit,
-                "direction": row.metric.direction.value,
-                "source": row.source,
-                "base": summary(row.base),
-                "others": [
-                    None if c is None else {
-                        **summary(c.other),
-                        "change_pct": c.change_pct,
-                        "ci_pct": list(c.ci_pct),
-                        "p_value": c.p_value,
-                        "p_value_rank": c.p_value_rank,
-                        "significant": c.significant,
-                        "verdict": c.verdict,
-                        "outliers_base": list(c.outliers_base),
-                        "outliers_other": list(c.outliers_other),
-                    }
-                    for c in row.others
-                ],
-            }
-            for row in comparison.rows
-        ],
-        "differences": [
-            [{"key": d.key, "base": d.base, "other": d.other, "kind": d.kind} for d in diffs]
-            for diffs in comparison.differences
-        ],
-        "profile_shifts": [[asdict(shift) for shift in shifts] for shifts in comparison.profile_shifts],
-    }

@@ -23,6 +23,8 @@ BENCHMARKS: Registry[Benchmark] = Registry(
         "pgbench": "perfline.benchmarks.pgbench:Pgbench",
         "command": "perfline.benchmarks.command:Command",
     },
+    group="perfline.benchmarks",
+    base=Benchmark,
 )
 
 

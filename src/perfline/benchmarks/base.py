@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from perfline.records.job import ParamValue
 from perfline.records.metric import Measurement, Metric
+from perfline.system.journal import own_journal
+from perfline.system.kernel_state import KernelState
 from perfline.system.process import CommandFailed, run
 
 if TYPE_CHECKING:
@@ -86,12 +88,17 @@ class Benchmark(ABC):
     # server, a tool with data files) rather than an initramfs holding its executables.
     needs_rootfs: ClassVar[bool] = False
 
-    def __init__(self, params: Mapping[str, ParamValue], workdir: Path, tree: Path | None = None) -> None:
+    def __init__(self, params: Mapping[str, ParamValue], workdir: Path) -> None:
         self.values: dict[str, ParamValue] = self.resolve_params(params)
         self.workdir = workdir
-        # The built tree of the commit under test (bisection, tracking): a command runs
-        # there, with $PERFLINE_TREE naming it, so `./bench` finds the program just built.
-        self.tree = tree
+        # The built tree of the commit under test (bisection, tracking), set by the
+        # runner: a command runs there, with $PERFLINE_TREE naming it, so `./bench`
+        # finds the program just built.
+        self.tree: Path | None = None
+        # The only way a benchmark changes kernel state (tracefs files, mounts): the old
+        # value is journaled first, so a killed perfline's changes are put back. The
+        # runner gives every benchmark of a process the same one.
+        self.kernel = KernelState(own_journal())
 
     @classmethod
     def resolve_params(cls, given: Mapping[str, ParamValue]) -> dict[str, ParamValue]:

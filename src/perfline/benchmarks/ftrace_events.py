@@ -17,6 +17,7 @@ from typing import Any
 from perfline.benchmarks.base import BenchmarkUnavailable, Param
 from perfline.benchmarks.tracefs import TracefsCycle, refusal
 from perfline.records.metric import Direction, Metric
+from perfline.system.kernel_state import KernelStateError
 
 
 def event_path(name: str) -> str:
@@ -67,9 +68,9 @@ class FtraceEvents(TracefsCycle):
             )
         return f"events/{event}/enable", ["1", "0"]
 
-    def refused(self, value: str, exc: OSError) -> str:
+    def refused(self, value: str, exc: OSError | KernelStateError) -> str:
         action = "enabling" if value == "1" else "disabling"
-        return f"the kernel refused {action} the {self.event} event ({refusal(exc)})"
+        return f"the kernel refused {action} the {self.event} event ({refusal(exc, self.kernel)})"
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "event": self.event}

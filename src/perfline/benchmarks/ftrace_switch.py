@@ -9,6 +9,7 @@ from __future__ import annotations
 from perfline.benchmarks.base import BenchmarkUnavailable, Param
 from perfline.benchmarks.tracefs import TracefsCycle, refusal
 from perfline.records.metric import Direction, Metric
+from perfline.system.kernel_state import KernelStateError
 
 
 def parse_tracers(text: str) -> list[str]:
@@ -56,9 +57,9 @@ class FtraceSwitch(TracefsCycle):
         # old tracer before it initialises the new one, so a refusal leaves nop behind.
         return "current_tracer", tracers
 
-    def refused(self, value: str, exc: OSError) -> str:
+    def refused(self, value: str, exc: OSError | KernelStateError) -> str:
         return (
-            f"the kernel refused the {value} tracer ({refusal(exc)}); choose tracers it "
+            f"the kernel refused the {value} tracer ({refusal(exc, self.kernel)}); choose tracers it "
             f"allows, e.g. `tracers: {_suggestion(self._available, [value])}`, or run the "
             "ftrace-events benchmark, which toggles a trace event instead (also RCU-bound)"
         )

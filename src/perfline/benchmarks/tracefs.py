@@ -15,8 +15,7 @@ import os
 import re
 import time
 from abc import abstractmethod
-from collections.abc import Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,9 @@ from perfline.benchmarks.base import (
     ParamValue,
 )
 from perfline.records.metric import Measurement
-from perfline.system.process import CommandFailed, ToolMissing, require_tool, run
+from perfline.system.journal import Entry
+from perfline.system.kernel_state import KernelState, KernelStateError
+from perfline.system.process import CommandFailed, ToolMissing
 
 log = logging.getLogger(__name__)
 
@@ -43,76 +44,34 @@ def lockdown_mode(text: str) -> str | None:
     return found.group(1) if found else None
 
 
-def is_mounted(fstype: str, target: Path) -> bool:
-    with open("/proc/self/mounts", encoding="utf-8") as mounts:
-        return any(
-            fields[1] == str(target) and fields[2] == fstype
-            for fields in (line.split() for line in mounts)
-        )
-
-
-@contextmanager
-def mounted(fstype: str, target: Path) -> Iterator[bool]:
-    """Ensure `fstype` is mounted on `target`; yields whether we mounted it (and will unmount).
-
-    Raises ToolMissing or CommandFailed when mounting is impossible.
-    """
-    if is_mounted(fstype, target):
-        yield False
-        return
-    run([require_tool("mount", "mount"), "-t", fstype, fstype, str(target)], timeout=30)
-    try:
-        yield True
-    finally:
-        run([require_tool("umount", "mount"), str(target)], timeout=30)
-
-
-def read_lockdown() -> str:
+def read_lockdown(kernel: KernelState) -> str:
     """The kernel lockdown mode for an error message, mounting securityfs for a moment."""
     try:
-        with mounted("securityfs", SECURITYFS):
+        with kernel.mounted("securityfs", SECURITYFS):
             return lockdown_mode((SECURITYFS / "lockdown").read_text()) or "unknown"
     except (OSError, ToolMissing, CommandFailed) as exc:
         return f"unknown ({exc})"
 
 
-def refusal(exc: OSError) -> str:
+def refusal(exc: OSError | KernelStateError, kernel: KernelState) -> str:
     """errno name of a tracefs refusal; for EPERM also the lockdown mode, the first suspect."""
     reason = errno.errorcode.get(exc.errno or 0, str(exc))
-    return f"{reason}; kernel lockdown: {read_lockdown()}" if exc.errno == errno.EPERM else reason
-
-
-def write(path: Path, value: str) -> None:
-    # One open-write-close per value, as `echo value > file` does: tracefs acts on each write.
-    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-    try:
-        os.write(fd, value.encode())
-    finally:
-        os.close(fd)
-
-
-def restorable(value: str) -> str:
-    """What to write back to restore a file read as `value`.
-
-    An event's enable file reads '0*' or '1*' while a trigger holds the event in soft
-    mode; the asterisk is the trigger's state, which perfline never touches, and the
-    kernel rejects it on write.
-    """
-    return value.rstrip("*")
+    return f"{reason}; kernel lockdown: {read_lockdown(kernel)}" if exc.errno == errno.EPERM else reason
 
 
 class TracefsCycle(Benchmark):
     """The seed's loop over one control file; subclasses choose the file and its values.
 
     `iterations` times: for each value of the cycle, write it to the control file, then
-    tracing_on 1 and 0. The control file and tracing_on are restored at teardown, and
-    tracefs unmounted if perfline mounted it.
+    tracing_on 1 and 0. Every change goes through `self.kernel`: tracefs mounted and
+    the old values of the control file and tracing_on journaled before the first write,
+    restored at teardown or, after a crash, by the next perfline command.
     """
 
     def __init__(self, params: Mapping[str, ParamValue], workdir: Path) -> None:
         super().__init__(params, workdir)
-        # Undo actions in reverse order of setup: restore tracefs files, then unmount.
-        self._undo = ExitStack()
+        # What teardown undoes, newest first: the tracefs files, then the mount.
+        self._changes: list[Entry] = []
         self.tracefs = TRACEFS
         self._mounted_tracefs = False
         self._control = ""
@@ -126,7 +85,7 @@ class TracefsCycle(Benchmark):
         """
 
     @abstractmethod
-    def refused(self, value: str, exc: OSError) -> str:
+    def refused(self, value: str, exc: OSError | KernelStateError) -> str:
         """The message when the kernel refuses writing `value` to the control file."""
 
     def setup(self) -> None:
@@ -134,12 +93,17 @@ class TracefsCycle(Benchmark):
             raise BenchmarkUnavailable(f"{self.name} writes to tracefs and must run as root")
         self.tracefs = self._find_tracefs()
         self._control, self._cycle = self.prepare()
-        self._keep(self._control, "tracing_on")
+        try:
+            self._changes += self.kernel.hold(
+                [(self.tracefs / self._control, self._cycle[0]), (self.tracefs / "tracing_on", "1")]
+            )
+        except KernelStateError as exc:
+            raise BenchmarkUnavailable(f"cannot read {exc.path} ({exc.reason})") from exc
         # Each value once, so that a kernel refusal is reported before any repetition.
         for value in dict.fromkeys(self._cycle):
             try:
-                write(self.tracefs / self._control, value)
-            except OSError as exc:
+                self.kernel.write(self.tracefs / self._control, value)
+            except KernelStateError as exc:
                 raise BenchmarkUnavailable(self.refused(value, exc)) from exc
 
     def read(self, name: str) -> str:
@@ -147,29 +111,23 @@ class TracefsCycle(Benchmark):
         try:
             return (self.tracefs / name).read_text().strip()
         except OSError as exc:
-            raise BenchmarkUnavailable(f"cannot read {exc.filename} ({refusal(exc)})") from exc
-
-    def _keep(self, *names: str) -> None:
-        """Write these files back, in this order, at teardown."""
-        saved = [(name, restorable(self.read(name))) for name in names]
-        self._undo.callback(self._restore, saved)
-
-    def _restore(self, saved: list[tuple[str, str]]) -> None:
-        for name, value in saved:
-            write(self.tracefs / name, value)
+            raise BenchmarkUnavailable(f"cannot read {exc.filename} ({refusal(exc, self.kernel)})") from exc
 
     def _find_tracefs(self) -> Path:
         if (TRACEFS / "tracing_on").exists():
             return TRACEFS
         if TRACEFS.is_dir():
             try:
-                self._mounted_tracefs = self._undo.enter_context(mounted("tracefs", TRACEFS))
+                mount = self.kernel.mount("tracefs", TRACEFS)
             except ToolMissing as exc:
                 raise BenchmarkUnavailable(str(exc)) from exc
             except CommandFailed as exc:
                 raise BenchmarkUnavailable(
                     f"cannot mount tracefs on {TRACEFS}: {exc.output_tail}"
                 ) from exc
+            if mount is not None:
+                self._changes.append(mount)
+                self._mounted_tracefs = True
             return TRACEFS
         if (DEBUGFS_TRACING / "tracing_on").exists():
             return DEBUGFS_TRACING
@@ -180,6 +138,7 @@ class TracefsCycle(Benchmark):
     def run_once(self) -> list[Measurement]:
         control = self.tracefs / self._control
         tracing_on = self.tracefs / "tracing_on"
+        write = self.kernel.write  # both files were journaled at setup
         try:
             start = time.perf_counter()
             for _ in range(int(self.values["iterations"])):
@@ -188,16 +147,16 @@ class TracefsCycle(Benchmark):
                     write(tracing_on, "1")
                     write(tracing_on, "0")
             elapsed = time.perf_counter() - start
-        except OSError as exc:
+        except KernelStateError as exc:
             raise BenchmarkFailed(f"{self.name}: writing to tracefs failed: {exc}") from exc
         (seconds,) = self.metrics
         return [Measurement(seconds, elapsed)]
 
     def teardown(self) -> None:
-        try:
-            self._undo.close()
-        except (OSError, ToolMissing, CommandFailed) as exc:
-            log.error("%s could not restore tracefs (%s): %s", self.name, self.tracefs, exc)
+        changes, self._changes = self._changes, []
+        for failed in self.kernel.restore(changes):
+            # Kept in the journal: the next perfline command tries again.
+            log.error("%s could not restore %s to %r", self.name, failed.path, failed.old or "unmounted")
 
     def settings(self) -> dict[str, Any]:
         return {"tracefs": str(self.tracefs), "tracefs_mounted_by_perfline": self._mounted_tracefs}

@@ -185,7 +185,8 @@ def drive(
         tolerance = guard.tolerance if guard else 0.0
         raise BisectError(f"the machine ran more than {tolerance:.0%} slower than its best around "
                           f"{UNSTEADY_TRIES} samples of {sha} in a row (a busy host?); `perfline bisect "
-                          f"resume {record.id}` continues when it is steady again", fatal=False)
+                          f"resume {record.id}` continues when it is steady again (`--pace-tolerance off` "
+                          "if the benchmark measures against itself)", fatal=False)
 
     while (probe := bisection.next_probe()) is not None:
         if not ready(probe):

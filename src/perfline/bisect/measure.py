@@ -9,7 +9,6 @@ naming it; a kernel bisection's job boots the commit's own bzImage in a VM.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -31,7 +30,6 @@ from perfline.store import Store
 from perfline.store.bisections import BisectionRecord
 from perfline.targets import local
 from perfline.targets.kernels import KernelError
-from perfline.tunables import Journal, state_dir
 
 Notify = Callable[[str], None]
 # A shell's status for a command it could not find (127) or not execute (126).
@@ -78,8 +76,7 @@ def measurement(store: Store, record: BisectionRecord, case: Case, builder: Buil
                 notify: Notify) -> Iterator[Measure]:
     """The bisection's Measure: build (or find built) the commit, run the case there."""
     spec = record.spec
-    ctx = RunContext(store=store, fingerprint=local.fingerprint, observer=_Quiet(notify),
-                     journal=Journal(state_dir(), os.getpid(), local.boot_id()), label=f"bisect-{record.id}")
+    ctx = RunContext(store=store, fingerprint=local.fingerprint, observer=_Quiet(notify), label=f"bisect-{record.id}")
 
     def measure(commit: Commit, tree_index: int) -> tuple[float, int | None]:
         here, tree = case, None

@@ -8,7 +8,8 @@ and prints what they return.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from perfline.records.metric import Direction
 from perfline.records.status import BisectionStatus
 from perfline.store import Store
 from perfline.store.bisections import BisectionRecord, BisectionSpec, BisectSample
-from perfline.system.speed import PaceGuard
+from perfline.system.speed import TOLERANCE, PaceGuard
 from perfline.targets import local
 
 Notify = Callable[[str], None]
@@ -85,19 +86,27 @@ def _job(request: StartRequest) -> JobSpec:
     if request.job is None:
         assert request.command is not None and request.direction is not None
         return command_job(request.command, request.direction)
-    return load_job(request.job)
+    with _kernel_hint(request.kernel_tree is not None):
+        return load_job(request.job)
 
 
 def _case(job: JobSpec, booted: bool) -> Case:
     """The job's one case, measured once per probe; `booted`: as a VM of each build."""
-    try:
+    with _kernel_hint(booted):
         case = probe_case(job)
+    return kernel.vm_case(case, str(job.path)) if booted else case
+
+
+@contextmanager
+def _kernel_hint(booted: bool) -> Iterator[None]:
+    """A job of a kernel bisection asks for a VM without a kernel: say that any will do."""
+    try:
+        yield
     except JobError as exc:
         if booted and "target qemu needs a kernel" in exc.message:
             raise UserError(f"{exc}; with --kernel-tree any registered kernel will do, each probe boots its own "
                             "build (or make the job local: it then boots with the VM defaults)") from None
         raise
-    return kernel.vm_case(case, str(job.path)) if booted else case
 
 
 def _direction(request: StartRequest, job: JobSpec) -> Direction:
@@ -184,7 +193,8 @@ def probe_case_of(record: BisectionRecord, booted: bool) -> Case:
     return _case(command_job(spec.command, spec.direction), booted)
 
 
-def run(store: Store, record: BisectionRecord, progress: Progress, notify: Notify) -> Outcome:
+def run(store: Store, record: BisectionRecord, progress: Progress, notify: Notify,
+        pace_tolerance: float | None = TOLERANCE) -> Outcome:
     """Carry the bisection out from where its stored samples leave it to its end.
 
     A bisection that cannot start (an endpoint does not build or cannot be measured) is
@@ -200,8 +210,11 @@ def run(store: Store, record: BisectionRecord, progress: Progress, notify: Notif
     commits = commits_of(record)
     builder = builder_for(record, notify)
     case = probe_case_of(record, isinstance(builder, kernel.KernelBuilder))
-    guard = PaceGuard()
-    guard.settle()
+    # None: no guard, for a benchmark that measures against itself on a host whose speed
+    # wanders too much for any tolerance (docs/bisect.md, "Machines whose speed changes").
+    guard = None if pace_tolerance is None else PaceGuard(tolerance=pace_tolerance)
+    if guard is not None:
+        guard.settle()
     with measurement(store, record, case, builder, notify) as measure:
         try:
             outcome = drive(store, record.id, builder, commits, measure, progress, guard)

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import replace
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -18,7 +15,6 @@ from perfline.analysis.comparison import (
     CaseComparison,
     Side,
     compare_sides,
-    comparison_json,
     sides_by_kernel,
     sides_by_label,
     sides_from_runs,
@@ -30,7 +26,7 @@ from perfline.cli.common import (
     console,
     fail,
     open_store,
-    restore_crashed_tunables,
+    restore_crashed_changes,
     running,
     state,
 )
@@ -38,21 +34,13 @@ from perfline.cli.history import detect, history, regressions_app
 from perfline.cli.kernels import kernels_app
 from perfline.cli.migration import migration_cost
 from perfline.jobs import (
-    JobError,
     expand,
-    job_from_benchmark,
-    load_job,
-    parse_param_args,
 )
-from perfline.jobs.cli_tunables import with_tunables
-from perfline.jobs.overrides import apply_overrides
-from perfline.jobs.parse import repeat_policy
-from perfline.jobs.vm import with_target
+from perfline.jobs.command_line import CommandLineJob, Target, build_ab, build_job
 from perfline.monitors import MONITORS
-from perfline.plugins import UnknownName
-from perfline.records.job import COMMAND_LINE, JobSpec, ParamValue
+from perfline.records.job import COMMAND_LINE, ParamValue
 from perfline.records.status import RunStatus
-from perfline.report.comparison_table import comparison_view
+from perfline.report.comparison_table import comparison_json, comparison_view
 from perfline.report.runs import (
     results_table,
     run_detail_json,
@@ -62,7 +50,8 @@ from perfline.report.runs import (
 )
 from perfline.runner import RunOutcome, execute, execute_interleaved
 from perfline.store import RunNotFound, Store, resolve_url
-from perfline.tunables import TunableError, check_available, state_dir
+from perfline.system.journal import journal_files, state_dir
+from perfline.tunables import TunableError, check_available
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -82,7 +71,7 @@ def main_options(
     ] = False,
 ) -> None:
     state.db = db
-    restore_crashed_tunables()
+    restore_crashed_changes()
 
 
 # The qemu target's options, the same for `run` and `ab`.
@@ -95,11 +84,11 @@ AccelOption = Annotated[str | None, typer.Option(help="qemu: auto, kvm or tcg (d
 
 @app.command()
 def restore() -> None:
-    """Put back tunables that a crashed or killed perfline run left changed."""
+    """Put back what a crashed or killed perfline run left changed (tunables, tracefs)."""
     # The callback has already restored what it could; this command says what is left.
-    remaining = sorted(state_dir().glob("tunables.*.json"))
+    remaining = journal_files(state_dir())
     if not remaining:
-        console.print("nothing to restore: no crashed perfline run left tunables changed")
+        console.print("nothing to restore: no crashed perfline run left the kernel changed")
         return
     console.print(
         f"{len(remaining)} journal(s) remain, of running perfline processes (they restore "
@@ -116,10 +105,13 @@ def list_catalogue() -> None:
         table.add_column("name", style="cyan", no_wrap=True)
         table.add_column("what it measures")
         table.add_column("metrics (unit, better)", style="dim")
+        table.add_column("from", style="dim")
         for entry in registry.all():
             metrics = ", ".join(f"{m.name} ({m.unit or '-'}, {m.direction})" for m in entry.metrics)
-            table.add_row(entry.name, entry.summary, metrics)
+            table.add_row(entry.name, entry.summary, metrics, registry.origin(entry.name))
         console.print(table)
+        for problem in registry.problems():
+            console.print(f"[yellow]warning:[/] {problem}")
 
 
 @app.command()
@@ -176,21 +168,11 @@ def run(
 
     --sysctl, --sysfs, --governor, --pin and --load set tunables as a job file's
     `tunables:` and `load:` do, replacing the job's own value of the same knob."""
-    job = _load(what, param or [], monitor, no_monitors)
-    try:
-        job, given = with_tunables(
-            job, sysctl=sysctl or [], sysfs=sysfs or [], governor=governor, pin=pin, load=load
-        )
-        job = with_target(
-            job, BENCHMARKS.get(job.benchmark), target=target, kernel=kernel, cmdline=cmdline,
-            cpus=vm_cpus, memory_mb=vm_memory, accel=accel,
-        )
-        job = _with_repeat(job, repeat, precision, max_repeat)
-        if warmup is not None:
-            job = replace(job, warmup=warmup)
-        cases = expand(job)
-    except JobError as exc:
-        raise fail(str(exc)) from None
+    request = CommandLineJob(what, param or [], monitor, no_monitors, repeat, precision, max_repeat, warmup,
+                             sysctl or [], sysfs or [], governor, pin, load,
+                             Target(target, kernel, cmdline, vm_cpus, vm_memory, accel))
+    job, given = build_job(request)
+    cases = expand(job)
     if job.target == "local":
         _check_knobs(given)
     store = open_store()
@@ -217,41 +199,6 @@ def _check_knobs(given: dict[str, dict[str, ParamValue]]) -> None:
                 check_available({kind: {key: value}})
             except TunableError as exc:
                 raise fail(f"{COMMAND_LINE}: --{kind}: {exc}") from None
-
-
-def _with_repeat(
-    job: JobSpec, repeat: str | None, precision: str | None, max_repeat: int | None
-) -> JobSpec:
-    if repeat is None and precision is None and max_repeat is None:
-        return job
-    if repeat is None:
-        repeat = "auto" if job.precision_pct is not None else str(job.repeat)
-    count, precision_pct = repeat_policy(
-        _int_or_auto(repeat), precision, max_repeat, lambda key: _cli_error(f"--{key.replace('_', '-')}")
-    )
-    return replace(job, repeat=count, precision_pct=precision_pct)
-
-
-def _int_or_auto(text: str) -> int | str:
-    return int(text) if text.strip().isdigit() else text.strip()
-
-
-def _cli_error(option: str) -> Callable[[str], JobError]:
-    return lambda message: JobError("command line", None, f"{option}: {message}")
-
-
-def _load(what: str, params: list[str], monitors: list[str] | None, no_monitors: bool) -> JobSpec:
-    path = Path(what)
-    chosen = () if no_monitors else (tuple(monitors) if monitors else None)
-    try:
-        if path.suffix in (".yaml", ".yml") or path.is_file():
-            if params:
-                raise fail("--param is for a benchmark name; set params in the job file")
-            job = load_job(path)
-            return job if chosen is None else replace(job, monitors=chosen)
-        return job_from_benchmark(what, parse_param_args(params), monitors=chosen)
-    except (JobError, UnknownName) as exc:
-        raise fail(str(exc).strip("'\"")) from None
 
 
 @app.command()
@@ -411,21 +358,9 @@ def ab(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Interleaved A/B: run two configurations alternately (A B A B …) and compare them."""
-    job = _load(what, param or [], monitor, no_monitors)
-    try:
-        if warmup is not None:
-            job = replace(job, warmup=warmup)
-        # Each side is measured once per pair: that is its planned repetition count.
-        job = replace(job, repeat=pairs, precision_pct=None)
-        # Both sides through `run`'s with_target; kernel:/cmdline: overrides win per side.
-        options = {"target": target, "kernel": kernel, "cmdline": cmdline, "cpus": vm_cpus,
-                       "memory_mb": vm_memory, "accel": accel}
-        sides = [expand(apply_overrides(job, overrides, **options)) for overrides in (a, b)]
-    except JobError as exc:
-        raise fail(str(exc)) from None
-    if any(len(cases) != 1 for cases in sides):
-        raise fail("ab needs one case per side: remove the list values (matrix axes) from the job")
-    (case_a,), (case_b,) = sides
+    request = CommandLineJob(what, param or [], monitor, no_monitors, warmup=warmup,
+                             target=Target(target, kernel, cmdline, vm_cpus, vm_memory, accel))
+    case_a, case_b = build_ab(request, a, b, pairs)
     store = open_store()
     with running(store, [case_a, case_b], label, kernel_commit) as ctx:
         outcomes = execute_interleaved(case_a, case_b, pairs, ctx)

@@ -19,6 +19,7 @@ from rich.progress import (
 )
 
 from perfline.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, errors, fail, open_store
+from perfline.records.errors import UserError
 from perfline.runner import terminate_as_interrupt
 from perfline.store import Store
 from perfline.store.bisections import BisectionRecord
@@ -31,6 +32,11 @@ if TYPE_CHECKING:
 
 bisect_app = typer.Typer(help="Noise-aware bisection of a performance change to its commit.",
                          no_args_is_help=True)
+
+
+PaceOption = Annotated[str, typer.Option(
+    help="Take a sample again when the machine ran this much slower than usual around it (the pace "
+         "helper); off for a benchmark that measures against itself on a host whose speed wanders.")]
 
 
 def _notify(message: str) -> None:
@@ -62,6 +68,7 @@ def start(
         help="With --job: use the stored runs of the job's case at the good and bad commits "
              "(this machine, --kernel-commit) as samples of the two levels.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    pace_tolerance: PaceOption = "10%",
 ) -> None:
     """Start a bisection between a good and a bad commit, and run it to the end."""
     from perfline.bisect.session import StartRequest
@@ -71,17 +78,20 @@ def start(
                            command=command, direction=direction, job=job, metric=metric, max_runs=max_runs,
                            history=history)
     store = open_store()
-    _run(store, start_bisection(store, request, _notify), as_json)
+    tolerance = _pace_tolerance(pace_tolerance)
+    _run(store, start_bisection(store, request, _notify), as_json, tolerance)
 
 
 @bisect_app.command("resume")
 def resume(
     bisection_id: Annotated[int | None, typer.Argument(help="Bisection id (default: the newest unfinished).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    pace_tolerance: PaceOption = "10%",
 ) -> None:
     """Continue a bisection after Ctrl-C or a crash; no finished measurement is repeated."""
+    tolerance = _pace_tolerance(pace_tolerance)
     store = open_store()
-    _run(store, store.bisection(bisection_id, unfinished=bisection_id is None), as_json)
+    _run(store, store.bisection(bisection_id, unfinished=bisection_id is None), as_json, tolerance)
 
 
 @bisect_app.command("status")
@@ -112,14 +122,26 @@ def log(bisection_id: Annotated[int | None, typer.Argument(help="Bisection id (d
     console.print(builds_table(store, record, commits))
 
 
-def _run(store: Store, record: BisectionRecord, as_json: bool) -> None:
+def _pace_tolerance(text: str) -> float | None:
+    if text == "off":
+        return None
+    try:
+        value = float(text.removesuffix("%")) / 100
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise UserError(f"--pace-tolerance {text}: give a percentage such as 10% or 25%, or off")
+    return value
+
+
+def _run(store: Store, record: BisectionRecord, as_json: bool, pace_tolerance: float | None) -> None:
     from perfline.bisect.session import BisectionFailed, commits_of, run
     from perfline.records.status import BisectionStatus
     from perfline.report.bisection import outcome_lines, probes_table
 
     with _progress(record.spec.max_runs) as update, terminate_as_interrupt():
         try:
-            outcome = run(store, record, update, _notify)
+            outcome = run(store, record, update, _notify, pace_tolerance)
         except BisectionFailed as exc:
             state = "failed" if exc.record.status == BisectionStatus.FAILED else "stopped"
             raise fail(f"bisection {record.id} {state}: {exc}", EXIT_FAILED) from None

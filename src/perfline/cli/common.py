@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,8 +14,9 @@ from perfline.cli.progress import ProgressObserver
 from perfline.records.job import Case
 from perfline.runner import RunContext, terminate_as_interrupt
 from perfline.store import Store
+from perfline.system.journal import state_dir
+from perfline.system.kernel_state import restore_leftovers
 from perfline.targets import local
-from perfline.tunables import Journal, restore_leftovers, state_dir
 
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -34,8 +34,9 @@ class State:
 state = State()
 
 
-def restore_crashed_tunables() -> int:
-    """Before anything else: put back what a crashed perfline left changed, and say so."""
+def restore_crashed_changes() -> int:
+    """Before anything else: put back what a crashed perfline left changed (tunables,
+    tracefs files, a tracefs mount), and say so."""
     messages = restore_leftovers(state_dir(), local.boot_id(), local.pid_alive)
     for message in messages:
         errors.print(f"[yellow]{escape(message)}[/yellow]", highlight=False, soft_wrap=True)
@@ -66,7 +67,6 @@ def running(
                 store=store,
                 fingerprint=local.fingerprint,
                 observer=observer,
-                journal=Journal(state_dir(), os.getpid(), local.boot_id()),
                 label=label,
                 kernel_commit=kernel_commit,
             )

@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from perfline.analysis import regressions as records
 from perfline.analysis.series import (
@@ -22,12 +20,20 @@ from perfline.analysis.series import (
 )
 from perfline.cli.common import EXIT_FAILED, console, fail, open_store, running
 from perfline.report.comparison_table import comparison_view
-from perfline.report.series_view import KIND_STYLE, history_table, write_png
-from perfline.store import Regression, RunNotFound, Store
+from perfline.report.regressions import (
+    csv_changes_json,
+    csv_changes_view,
+    detected_json,
+    detected_table,
+    regression_json,
+    regressions_table,
+)
+from perfline.report.series_view import history_table, write_png
+from perfline.store import RunNotFound, Store
 from perfline.targets import local
 
 if TYPE_CHECKING:
-    from perfline.stats.changepoint import ChangePoint
+    pass
 
 RepoOption = Annotated[
     Path | None,
@@ -105,24 +111,12 @@ def detect(
             claimed.add(regression.id)
             found.append((series, change, regression, created))
     if as_json:
-        print(json.dumps([_regression_json(r) | {"new": created} for _, _, r, created in found], indent=2))
+        print(json.dumps(detected_json(found), indent=2))
         return
     if not found:
         console.print("no change points")
         return
-    table = Table(title="change points", title_justify="left")
-    for column_name in ("id", "metric", "case", "machine", "between runs", "kind", "change [95% CI]", "strength", ""):
-        table.add_column(column_name)
-    for series, change, regression, created in found:
-        table.add_row(
-            str(regression.id), series.metric.name, series.case_key, series.hostname,
-            f"{regression.before_run_id} → {regression.after_run_id}",
-            Text(regression.kind, style=KIND_STYLE[regression.kind]),
-            f"{change.change_pct:+.1f}% [{change.ci_pct[0]:+.1f}, {change.ci_pct[1]:+.1f}]",
-            f"{change.strength:.1f}",
-            "new" if created else "known",
-        )
-    console.print(table)
+    console.print(detected_table(found))
 
 
 def _detect_csv(path: Path, column: str | None, rate: float, as_json: bool) -> None:
@@ -133,23 +127,10 @@ def _detect_csv(path: Path, column: str | None, rate: float, as_json: bool) -> N
     from perfline.stats.changepoint import detect as detect_points  # scipy, only here
 
     changes = detect_points(values, false_alarm_rate=rate)
-    document = {
-        "change_points": [
-            {"index": c.index, "change_pct": c.change_pct, "ci_pct": list(c.ci_pct)} for c in changes
-        ],
-        "n": len(values),
-    }
     if as_json:
-        print(json.dumps(document, indent=2))
+        print(json.dumps(csv_changes_json(changes, len(values)), indent=2))
         return
-    console.print(f"{path} column {name!r}: {len(values)} points, {len(changes)} change point(s)")
-    for change in changes:
-        console.print(_describe(change))
-
-
-def _describe(change: ChangePoint) -> str:
-    return (f"  at index {change.index}: {change.change_pct:+.2f}% "
-            f"[{change.ci_pct[0]:+.2f}, {change.ci_pct[1]:+.2f}], strength {change.strength:.1f}")
+    console.print(csv_changes_view(path, name, changes, len(values)))
 
 
 regressions_app = typer.Typer(
@@ -172,20 +153,13 @@ def list_regressions(
         raise fail(f"unknown status {status!r}: use one of {', '.join(records.STATUSES)}")
     listed = open_store().regressions(status)
     if as_json:
-        print(json.dumps([_regression_json(r) for r in listed], indent=2))
+        print(json.dumps([regression_json(r) for r in listed], indent=2))
         return
     if not listed:
         console.print("no regressions recorded" + (f" with status {status}" if status else "")
                       + "; `perfline detect` finds them")
         return
-    table = Table(title="regressions", title_justify="left")
-    for name in ("id", "status", "kind", "metric", "case", "runs", "change [95% CI]", "note"):
-        table.add_column(name, overflow="fold")
-    for r in listed:
-        table.add_row(str(r.id), r.status, Text(r.kind, style=KIND_STYLE[r.kind]), r.metric, r.case_key,
-                      f"{r.before_run_id} → {r.after_run_id}",
-                      f"{r.change_pct:+.1f}% [{r.ci_pct[0]:+.1f}, {r.ci_pct[1]:+.1f}]", r.note or "")
-    console.print(table)
+    console.print(regressions_table(listed))
 
 
 @regressions_app.command("confirm")
@@ -218,13 +192,3 @@ def mark_regression(
     except (RunNotFound, records.TransitionError) as exc:
         raise fail(str(exc)) from None
     console.print(f"regression {updated.id}: {updated.status}")
-
-
-def _regression_json(r: Regression) -> dict[str, object]:
-    return {
-        "id": r.id, "metric": r.metric, "benchmark": r.benchmark, "case": r.case_key,
-        "machine_id": r.machine_id, "before_run": r.before_run_id, "after_run": r.after_run_id,
-        "kind": r.kind, "change_pct": r.change_pct, "ci_pct": list(r.ci_pct),
-        "strength": r.strength, "status": r.status, "note": r.note,
-        "detected_at": r.detected_at.isoformat(), "updated_at": r.updated_at.isoformat(),
-    }

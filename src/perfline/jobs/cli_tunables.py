@@ -50,8 +50,10 @@ def with_tunables(
             overrides.append(f"{kind}:{item}")
     if overrides:
         job = apply_overrides(job, overrides)
+    # An override sets one value, never a list (a matrix axis): scalars only here.
     given: Tunables = {
-        kind: {key: job.tunables[kind][key] for key in names} for kind, names in keys.items()
+        kind: {key: value for key in names if not isinstance(value := job.tunables[kind][key], list)}
+        for kind, names in keys.items()
     }
     if governor is not None:
         given["governor"] = {"governor": check_governor(governor.strip(), _fail("--governor"))}

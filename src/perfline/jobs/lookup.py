@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from perfline.benchmarks import BENCHMARKS, Benchmark
+from perfline.plugins import BrokenPlugin
 from perfline.records.job import JobError
 
 
@@ -18,5 +19,7 @@ def benchmark_class(name: str, fail: Callable[[str], JobError]) -> type[Benchmar
 def _load_benchmark(name: str, fail: Callable[[str], JobError]) -> type[Benchmark]:
     try:
         return BENCHMARKS.get(name)
+    except BrokenPlugin as exc:
+        raise fail(str(exc)) from exc
     except (ImportError, AttributeError) as exc:
         raise fail(f"benchmark {name!r} cannot be loaded: {exc}") from exc

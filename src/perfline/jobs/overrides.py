@@ -90,10 +90,13 @@ def apply_overrides(job: JobSpec, overrides: list[str], **target: Any) -> JobSpe
             raise _plain(vm["kernel"], str(exc)) from None
     side = with_target(replace(job, params=checked.params), benchmark, **target)
     tunables = {kind: dict(values) for kind, values in side.tunables.items()}
-    for text, kind, key, value in host:
+    for text, kind, key, knob in host:
         if side.vm is not None:
-            check_guest_job(benchmark, {kind: {key: value}}, lambda _key, text=text: _naming(text))
-        tunables.setdefault(kind, {})[key] = value
+            def naming(_key: str, text: str = text) -> Callable[[str], JobError]:
+                return _naming(text)
+
+            check_guest_job(benchmark, {kind: {key: knob}}, naming)
+        tunables.setdefault(kind, {})[key] = knob
     return replace(side, tunables=tunables)
 
 

@@ -111,7 +111,10 @@ def job_from_benchmark(
             if not value:
                 raise fail(f"--param {name}: empty list of values")
             values = [_cli_value(param, v, fail) for v in value]
-            _check_unique(values, lambda v, name=name: fail(f"--param {name}: {v!r} is given twice"))
+            def twice(v: Any, name: str = name) -> JobError:
+                return fail(f"--param {name}: {v!r} is given twice")
+
+            _check_unique(values, twice)
             converted[name] = values
         else:
             converted[name] = _cli_value(param, value, fail)
@@ -350,7 +353,7 @@ class _Parser:
             node = top["warmup"][1]
             warmup = _count("warmup", self.scalar(node, "warmup"), 0, self.at(node))
 
-        monitors = DEFAULT_MONITORS
+        monitors: tuple[str, ...] = DEFAULT_MONITORS
         if "monitors" in top:
             monitors = self.monitors(top["monitors"][1])
 
@@ -466,10 +469,10 @@ class _Parser:
                         item, f"{what}: list items must be single values, got {_kind(item)}"
                     )
                 value = convert(item, self.scalar(item, what))
-                _check_unique(
-                    [*values, value],
-                    lambda v, item=item: self.error(item, f"{what}: value {v!r} is listed twice"),
-                )
+                def twice(v: Any, item: Node = item) -> JobError:
+                    return self.error(item, f"{what}: value {v!r} is listed twice")
+
+                _check_unique([*values, value], twice)
                 values.append(value)
             self.axis_lines.append(_line(node) or 1)
             return values

@@ -12,6 +12,8 @@ MONITORS: Registry[Monitor] = Registry(
         "perf-profile": "perfline.monitors.perf_profile:PerfProfile",
         "pace": "perfline.monitors.pace:Pace",
     },
+    group="perfline.monitors",
+    base=Monitor,
 )
 
 # Monitors a job gets when it names none: cheap, and what reviewers ask for first.

@@ -1,5 +1,5 @@
 """Catalogues of named plugins (benchmarks, monitors): built-in entries and Python entry points."""
 
-from perfline.plugins.registry import Registry, UnknownName
+from perfline.plugins.registry import BrokenPlugin, Registry, UnknownName
 
-__all__ = ["Registry", "UnknownName"]
+__all__ = ["BrokenPlugin", "Registry", "UnknownName"]

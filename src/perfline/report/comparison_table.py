@@ -4,7 +4,8 @@ LKP's `%stddev %change %stddev`, with a confidence interval on every change."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -14,10 +15,10 @@ from perfline.analysis.comparison import CaseComparison, MetricRow
 from perfline.records.fingerprint import Difference
 from perfline.report.runs import ARROWS, number
 from perfline.stats.profile_diff import SymbolShift
+from perfline.stats.summary import Summary
 
 if TYPE_CHECKING:
     from perfline.stats.two_sample import Comparison
-from perfline.stats.summary import Summary
 
 VERDICT_STYLE = {"regression": "bold red", "improvement": "bold green", "changed": "yellow"}
 # A config diff between two kernels can be thousands of options; show the first ones.
@@ -160,3 +161,47 @@ def differences_table(title: str, diffs: list[Difference]) -> RenderableType:
     if len(configs) > MAX_CONFIG_ROWS:
         table.add_row(f"… {len(configs) - MAX_CONFIG_ROWS} more config options", "config", "", "")
     return table
+
+
+def comparison_json(comparison: CaseComparison) -> dict[str, Any]:
+    """The `compare --json` / `ab --json` document for one case (a stable schema)."""
+
+    def summary(s: Summary) -> dict[str, float | int]:
+        return {"mean": s.mean, "stddev": s.stddev, "cv_pct": s.cv_pct, "n": s.n,
+                "min": s.min, "median": s.median, "max": s.max}
+
+    return {
+        "benchmark": comparison.benchmark,
+        "case": comparison.case_key,
+        "sides": [{"name": s.name, "runs": [r.info.id for r in s.runs]} for s in comparison.sides],
+        "cross_machine": comparison.cross_machine,
+        "metrics": [
+            {
+                "metric": row.metric.name,
+                "unit": row.metric.unit,
+                "direction": row.metric.direction.value,
+                "source": row.source,
+                "base": summary(row.base),
+                "others": [
+                    None if c is None else {
+                        **summary(c.other),
+                        "change_pct": c.change_pct,
+                        "ci_pct": list(c.ci_pct),
+                        "p_value": c.p_value,
+                        "p_value_rank": c.p_value_rank,
+                        "significant": c.significant,
+                        "verdict": c.verdict,
+                        "outliers_base": list(c.outliers_base),
+                        "outliers_other": list(c.outliers_other),
+                    }
+                    for c in row.others
+                ],
+            }
+            for row in comparison.rows
+        ],
+        "differences": [
+            [{"key": d.key, "base": d.base, "other": d.other, "kind": d.kind} for d in diffs]
+            for diffs in comparison.differences
+        ],
+        "profile_shifts": [[asdict(shift) for shift in shifts] for shifts in comparison.profile_shifts],
+    }

@@ -8,7 +8,7 @@ import tempfile
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, Protocol, Self
@@ -27,9 +27,11 @@ from perfline.records.metric import Measurement
 from perfline.records.status import RunStatus
 from perfline.runner.load import cpu_hogs
 from perfline.store import Store
+from perfline.system.journal import own_journal
+from perfline.system.kernel_state import KernelState
 from perfline.system.process import tail
 from perfline.targets.guest import GuestBenchmark
-from perfline.tunables import Journal, TunableError, applied, read_back
+from perfline.tunables import TunableError, applied, read_back
 
 # Errors that end a run as `failed` without being perfline bugs.
 RUN_ERRORS = (BenchmarkFailed, BenchmarkUnavailable, TunableError)
@@ -62,8 +64,9 @@ class RunContext:
     store: Store
     fingerprint: Callable[[], Fingerprint]
     observer: Observer
-    # One per process: interleaved runs share it, and a crash leaves one file to restore.
-    journal: Journal
+    # Every change to the kernel (tunables, a benchmark's tracefs files) goes through
+    # it; one journal per process, so a crash leaves one file to restore.
+    kernel: KernelState = field(default_factory=lambda: KernelState(own_journal()))
     label: str | None = None
     kernel_commit: str | None = None
     # The built tree of the commit under test, where command benchmarks run (bisection,
@@ -119,7 +122,7 @@ class CaseRun:
         if not self.tune_per_step:
             # Before the fingerprint, so that it shows the values the run ran under.
             try:
-                changes = self._stack.enter_context(applied(self.case.tunables, self.ctx.journal))
+                changes = self._stack.enter_context(applied(self.case.tunables, self.ctx.kernel))
                 self.settings["tunables_applied"] = changes
                 tuned = read_back(self.case.tunables)
             except TunableError as exc:
@@ -253,7 +256,9 @@ class CaseRun:
         self.ctx.observer.run_finished(self.outcome)
 
     def _new_benchmark(self) -> Benchmark:
-        benchmark = self.benchmark_cls(self.case.params, self.workdir, self.ctx.tree)
+        benchmark = self.benchmark_cls(self.case.params, self.workdir)
+        benchmark.tree = self.ctx.tree
+        benchmark.kernel = self.ctx.kernel
         if self.case.vm is None:
             return benchmark
         assert isinstance(benchmark, CommandBenchmark)  # the job parser checks it
@@ -263,7 +268,7 @@ class CaseRun:
         def step() -> list[Measurement]:
             with ExitStack() as stack:
                 if self.tune_per_step:
-                    changes = stack.enter_context(applied(self.case.tunables, self.ctx.journal))
+                    changes = stack.enter_context(applied(self.case.tunables, self.ctx.kernel))
                     self.settings["tunables_applied"] = changes
                     self._fingerprint_tuned()
                 bench = self._bench or stack.enter_context(self._new_benchmark())

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -332,7 +333,7 @@ def _rank_p_value(b: NDArray[np.float64], o: NDArray[np.float64], seed: int) -> 
     """Two-sided Mann–Whitney U p-value, valid with ties at small n."""
     tied = len(np.unique(np.concatenate([b, o]))) < len(b) + len(o)
     if tied and min(len(b), len(o)) <= _RANK_EXACT_MAX_N:
-        method: str | stats.PermutationMethod = stats.PermutationMethod(
+        method: Literal["auto"] | stats.PermutationMethod = stats.PermutationMethod(
             n_resamples=_PERMUTATIONS, random_state=seed
         )
     else:

@@ -58,7 +58,8 @@ class GuestBenchmark(Benchmark):
     summary = "a one-command benchmark run in a VM"
 
     def __init__(self, inner: CommandBenchmark, case: Case, warn: Callable[[str], None]) -> None:
-        super().__init__(inner.values, inner.workdir, inner.tree)
+        super().__init__(inner.values, inner.workdir)
+        self.tree = inner.tree
         if case.vm is None:
             raise ValueError(f"case {case.key} has no VM settings")
         self.inner = inner

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfline.system.files import write_durably
+from perfline.system.journal import state_dir
 from perfline.targets import local
-from perfline.tunables import state_dir
 
 FILE_NAME = "kvm-failed.json"
 

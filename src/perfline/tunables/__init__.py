@@ -1,5 +1,5 @@
 """Tunables: sysctls, sysfs knobs, cpufreq governors and CPU pinning, applied around a
-run and restored afterwards, from a journal if perfline crashed."""
+run and restored afterwards, from the journal (`system.journal`) if perfline crashed."""
 
 from perfline.tunables.apply import (
     TunableError,
@@ -9,12 +9,9 @@ from perfline.tunables.apply import (
     parse_cpu_list,
     read_back,
     read_value,
-    restore_leftovers,
 )
-from perfline.tunables.journal import Journal, state_dir
 
 __all__ = [
-    "Journal",
     "TunableError",
     "applied",
     "check_available",
@@ -22,6 +19,4 @@ __all__ = [
     "parse_cpu_list",
     "read_back",
     "read_value",
-    "restore_leftovers",
-    "state_dir",
 ]

@@ -1,21 +1,20 @@
-"""Applying tunables around a run and putting the old values back, also after a crash."""
+"""Applying tunables around a run and putting the old values back, also after a crash
+(through `system.kernel_state`, the journal every change to the kernel goes through)."""
 
 from __future__ import annotations
 
-import errno
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from perfline.records.job import ParamValue
-from perfline.tunables.journal import Entry, Journal, leftovers
+from perfline.system.kernel_state import KernelState, KernelStateError
 
 PROC_SYS = Path("/proc/sys")
 CPUFREQ = Path("/sys/devices/system/cpu/cpufreq")
-LOCKDOWN = Path("/sys/kernel/security/lockdown")
 
 
 class TunableError(RuntimeError):
@@ -100,7 +99,7 @@ def read_value(path: Path) -> str:
 
 @contextmanager
 def applied(
-    tunables: Mapping[str, Mapping[str, ParamValue]], journal: Journal
+    tunables: Mapping[str, Mapping[str, ParamValue]], kernel: KernelState
 ) -> Iterator[dict[str, str]]:
     """Set every knob, yield `{knob: "old→new"}`, and restore in reverse order on exit.
 
@@ -108,22 +107,23 @@ def applied(
     cannot be set, the ones already set are restored and TunableError names the knob.
     """
     planned = knobs(tunables)
-    entries = [Entry(str(k.path), _read(k), k.value) for k in planned]
-    journal.record(entries)
-    written: list[Entry] = []
+    by_path = {str(k.path): k for k in planned}
     try:
-        for knob, entry in zip(planned, entries, strict=True):
-            _write(knob.path, knob.value, knob.name)
-            written.append(entry)
+        entries = kernel.set([(k.path, k.value) for k in planned])
+    except KernelStateError as exc:
+        knob = by_path.get(str(exc.path))
+        name = knob.name if knob else str(exc.path)
+        if exc.reason == "no such file":
+            raise TunableError(f"{name}: no such knob ({exc.path} does not exist)") from None
+        raise TunableError(f"{name}: {exc.reason}") from None
+    try:
         with pinned(tunables.get("pin", {}).get("pin")) as cpus:
             changes = {k.name: f"{e.old}→{read_value(k.path)}" for k, e in zip(planned, entries, strict=True)}
             if cpus is not None:
                 changes["pin"] = cpus
             yield changes
     finally:
-        failures = restore(written)
-        journal.forget([e for e in entries if e not in failures])
-        if failures:
+        if failures := kernel.restore(entries):
             raise TunableError(
                 "could not restore " + ", ".join(f"{e.path} to {e.old!r}" for e in failures)
                 + "; `perfline restore` will retry"
@@ -165,69 +165,6 @@ def format_cpu_list(cpus: set[int]) -> str:
         else:
             ranges.append([cpu, cpu])
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
-
-
-def restore(entries: list[Entry]) -> list[Entry]:
-    """Write the old values back, newest change first; returns the entries that failed."""
-    failures = []
-    for entry in reversed(entries):
-        try:
-            _write(Path(entry.path), entry.old, entry.path)
-        except TunableError:
-            failures.append(entry)
-    return failures
-
-
-def restore_leftovers(
-    directory: Path, boot_id: str, alive: Callable[[int], bool]
-) -> list[str]:
-    """Restore what crashed perfline processes left changed; one message per value."""
-    messages = []
-    for path, entries in leftovers(directory, boot_id, alive):
-        failures = restore(entries)
-        for entry in entries:
-            verb = "could not restore" if entry in failures else "restored"
-            messages.append(f"{verb} {entry.path} to {entry.old!r} (left at {entry.new!r} by a crashed run)")
-        if not failures:
-            path.unlink(missing_ok=True)
-    return messages
-
-
-def _read(knob: Knob) -> str:
-    try:
-        return read_value(knob.path)
-    except FileNotFoundError:
-        raise TunableError(f"{knob.name}: no such knob ({knob.path} does not exist)") from None
-    except OSError as exc:
-        raise TunableError(f"{knob.name}: cannot read {knob.path}: {exc.strerror}") from None
-
-
-def _write(path: Path, value: str, name: str) -> None:
-    try:
-        with open(path, "w") as handle:
-            handle.write(value)
-    except OSError as exc:
-        raise TunableError(f"{name}: {_reason(exc, value)}") from None
-
-
-def _reason(exc: OSError, value: str) -> str:
-    if exc.errno == errno.EPERM:
-        return f"the kernel refused the write (EPERM{_lockdown()})"
-    if exc.errno in (errno.EACCES, errno.EROFS):
-        return "read-only: it cannot be changed at run time (EACCES)"
-    if exc.errno == errno.EINVAL:
-        return f"the kernel rejected the value {value!r} (EINVAL)"
-    if exc.errno == errno.ENOENT:
-        return "no such knob"
-    return f"{exc.strerror} (errno {exc.errno})"
-
-
-def _lockdown() -> str:
-    try:
-        mode = re.search(r"\[(\w+)\]", LOCKDOWN.read_text())
-    except OSError:
-        return ""
-    return f"; kernel lockdown: {mode.group(1)}" if mode and mode.group(1) != "none" else ""
 
 
 def _text(value: ParamValue) -> str:

@@ -1,0 +1,202 @@
+"""The one way perfline changes kernel state: journal the old value, then write.
+
+Tunables (sysctls, sysfs knobs, governors) and the ftrace benchmarks' tracefs files
+(`current_tracer`, `tracing_on`, `events/**/enable`, a tracefs mount) all go through
+`KernelState`: the old value reaches the journal (fsync'd) before the first write, so a
+perfline killed at any moment leaves a journal that the next perfline command restores
+(`restore_leftovers`). A benchmark gets one as `self.kernel`; tests/test_floor_plan.py
+checks that no benchmark or monitor writes a file any other way.
+
+A file a benchmark writes thousands of times (tracing_on in the ftrace loop) is
+journaled once (`hold`) and then written with `write`, which refuses a file that was
+not journaled first.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from perfline.system.journal import MOUNT, WRITE, Entry, Journal, leftovers
+from perfline.system.process import CommandFailed, ToolMissing, require_tool, run
+
+LOCKDOWN = Path("/sys/kernel/security/lockdown")
+
+
+class KernelStateError(RuntimeError):
+    """A kernel file could not be read, written or restored; says which and why."""
+
+    def __init__(self, path: Path, reason: str, errno_: int | None = None) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+        self.errno = errno_
+
+
+def read_restorable(path: Path) -> str:
+    """What to write back to `path` to restore what it reads now.
+
+    A selection file (`always [madvise] never`, a governor list) restores to the selected
+    word. An event's enable file reads `0*` or `1*` while a trigger holds it in soft
+    mode; the asterisk is the trigger's state, which perfline never touches and the
+    kernel rejects on write.
+    """
+    text = path.read_text().strip()
+    selected = re.search(r"\[([^\]]+)\]", text)
+    return (selected.group(1) if selected else text).rstrip("*")
+
+
+def write_value(path: Path, value: str) -> None:
+    """One open-write-close, as `echo value > file` does: sysfs and tracefs act on each write."""
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
+
+
+def refusal(exc: OSError, value: str) -> str:
+    """Why the kernel refused writing `value`, in words."""
+    if exc.errno == errno.EPERM:
+        return f"the kernel refused the write (EPERM{_lockdown()})"
+    if exc.errno in (errno.EACCES, errno.EROFS):
+        return "read-only: it cannot be changed at run time (EACCES)"
+    if exc.errno == errno.EINVAL:
+        return f"the kernel rejected the value {value!r} (EINVAL)"
+    if exc.errno == errno.ENOENT:
+        return "no such file"
+    return f"{exc.strerror} (errno {exc.errno})"
+
+
+def _lockdown() -> str:
+    try:
+        mode = re.search(r"\[(\w+)\]", LOCKDOWN.read_text())
+    except OSError:
+        return ""
+    return f"; kernel lockdown: {mode.group(1)}" if mode and mode.group(1) != "none" else ""
+
+
+def is_mounted(fstype: str, target: Path) -> bool:
+    with open("/proc/self/mounts", encoding="utf-8") as mounts:
+        return any(
+            fields[1] == str(target) and fields[2] == fstype
+            for fields in (line.split() for line in mounts)
+        )
+
+
+class KernelState:
+    """Changes to kernel files and mounts, each journaled before it is made."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self._held: Counter[str] = Counter()
+
+    def hold(self, changes: Sequence[tuple[Path, str]]) -> list[Entry]:
+        """Journal the current value of each file, as one fsync'd record, before any is
+        written; `changes` pairs a file with the first value it will be given. Raises
+        KernelStateError when a file cannot be read (nothing is journaled then)."""
+        entries = []
+        for path, new in changes:
+            try:
+                entries.append(Entry(str(path), read_restorable(path), new))
+            except OSError as exc:
+                reason = "no such file" if exc.errno == errno.ENOENT else f"cannot read it: {exc.strerror}"
+                raise KernelStateError(path, reason) from None
+        self.journal.record(entries)
+        self._held.update(e.path for e in entries)
+        return entries
+
+    def write(self, path: Path, value: str) -> None:
+        """Write a file this process holds; KernelStateError with the reason on refusal."""
+        if not self._held[str(path)]:
+            raise RuntimeError(f"{path} is written before its old value was journaled; hold() it first")
+        try:
+            write_value(path, value)
+        except OSError as exc:
+            raise KernelStateError(path, refusal(exc, value), exc.errno) from None
+
+    def set(self, changes: Sequence[tuple[Path, str]]) -> list[Entry]:
+        """Journal every file, then write each; when one is refused, the ones written are
+        restored and the KernelStateError raised. Returns the entries to `restore`."""
+        entries = self.hold(changes)
+        for done, entry in enumerate(entries):
+            try:
+                self.write(Path(entry.path), entry.new)
+            except KernelStateError:
+                self.restore(entries[:done])
+                self.release(entries[done:])
+                raise
+        return entries
+
+    def mount(self, fstype: str, target: Path) -> Entry | None:
+        """Mount `fstype` on `target` unless it is already; the entry unmounts it."""
+        if is_mounted(fstype, target):
+            return None
+        entry = Entry(str(target), "", fstype, MOUNT)
+        self.journal.record([entry])
+        try:
+            run([require_tool("mount", "mount"), "-t", fstype, fstype, str(target)], timeout=30)
+        except (ToolMissing, CommandFailed):
+            self.journal.forget([entry])
+            raise
+        return entry
+
+    @contextmanager
+    def mounted(self, fstype: str, target: Path) -> Iterator[bool]:
+        """`fstype` mounted on `target` for the block; yields whether this mounted it.
+        Raises ToolMissing or CommandFailed when it cannot be mounted."""
+        entry = self.mount(fstype, target)
+        try:
+            yield entry is not None
+        finally:
+            if entry is not None:
+                self.restore([entry])
+
+    def restore(self, entries: Sequence[Entry]) -> list[Entry]:
+        """Undo `entries`, newest first; returns those that could not be undone, which
+        stay in the journal for `perfline restore` (or the next command) to retry."""
+        failures = undo(entries)
+        self.release([e for e in entries if e not in failures])
+        return failures
+
+    def release(self, entries: Sequence[Entry]) -> None:
+        """Forget entries that need no restoring (never written, or restored)."""
+        self._held.subtract(e.path for e in entries)
+        self.journal.forget(list(entries))
+
+
+def undo(entries: Sequence[Entry]) -> list[Entry]:
+    """Write old values back and unmount what was mounted, newest first; the failures."""
+    failures = []
+    for entry in reversed(entries):
+        try:
+            if entry.kind == WRITE:
+                write_value(Path(entry.path), entry.old)
+            elif entry.kind == MOUNT and is_mounted(entry.new, Path(entry.path)):
+                run([require_tool("umount", "mount"), entry.path], timeout=30)
+        except (OSError, ToolMissing, CommandFailed):
+            failures.append(entry)
+    return failures
+
+
+def restore_leftovers(directory: Path, boot_id: str, alive: Callable[[int], bool]) -> list[str]:
+    """Restore what crashed perfline processes left changed; one message per change."""
+    messages = []
+    for path, entries in leftovers(directory, boot_id, alive):
+        failures = undo(entries)
+        for entry in entries:
+            failed = entry in failures
+            if entry.kind == MOUNT:
+                verb = "could not unmount" if failed else "unmounted"
+                messages.append(f"{verb} {entry.new} on {entry.path} (mounted by a crashed run)")
+            else:
+                verb = "could not restore" if failed else "restored"
+                messages.append(f"{verb} {entry.path} to {entry.old!r} (left at {entry.new!r} by a crashed run)")
+        if not failures:
+            path.unlink(missing_ok=True)
+    return messages
