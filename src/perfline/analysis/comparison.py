@@ -28,6 +28,11 @@ DEFAULT_ALPHA = 0.01
 DEFAULT_FLOOR_PCT = 1.0
 
 
+# Settings that describe how a run went, not what it ran under; `disturbances` (the
+# start-up check's findings: busy CPUs, load) differ in every run, and what in them
+# matters for comparability (tracing) is in the fingerprint.
+NOT_COMPARED_SETTINGS = ("interleaved", "ci_halfwidth_pct", "precision_reached", "vm_boot_s", "disturbances")
+
 @dataclass(frozen=True)
 class Side:
     """One side of a comparison: a run, or all runs of one case with one label or kernel."""
@@ -55,7 +60,7 @@ class Side:
             for kind, values in run.tunables.items():
                 facts.update({f"tunable {kind}:{k}": str(v) for k, v in values.items()})
             facts.update({f"setting {k}": str(v) for k, v in run.settings.items()
-                          if k not in ("interleaved", "ci_halfwidth_pct", "precision_reached", "vm_boot_s")})
+                          if k not in NOT_COMPARED_SETTINGS})
             for key, value in facts.items():
                 merged[key].add(value)
         return {k: v.pop() if len(v) == 1 else MIXED + " | ".join(sorted(v))

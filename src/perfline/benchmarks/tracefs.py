@@ -29,12 +29,10 @@ from perfline.records.metric import Measurement
 from perfline.system.journal import Entry
 from perfline.system.kernel_state import KernelState, KernelStateError
 from perfline.system.process import CommandFailed, ToolMissing
+from perfline.system.tracing import DEBUGFS_TRACING, TRACEFS
 
 log = logging.getLogger(__name__)
 
-TRACEFS = Path("/sys/kernel/tracing")
-# Kernels before 4.1 have tracefs only inside debugfs.
-DEBUGFS_TRACING = Path("/sys/kernel/debug/tracing")
 SECURITYFS = Path("/sys/kernel/security")
 
 

@@ -30,6 +30,7 @@ from perfline.cli.common import (
     running,
     state,
 )
+from perfline.cli.doctor import doctor
 from perfline.cli.history import detect, history, regressions_app
 from perfline.cli.kernels import kernels_app
 from perfline.cli.migration import migration_cost
@@ -387,6 +388,7 @@ def ab(
 
 
 app.command()(history)
+app.command()(doctor)
 app.command()(detect)
 app.add_typer(regressions_app, name="regressions")
 app.add_typer(bisect_app, name="bisect")

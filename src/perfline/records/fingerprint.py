@@ -32,6 +32,10 @@ class Fingerprint:
     vm: dict[str, str] = field(default_factory=dict)
     # The CPUs the benchmark was pinned to (read back from the affinity), when pinned.
     pin: str | None = None
+    # Tracing at the start of the run (system.tracing): tracer, tracing_on, enabled
+    # events, probes, perf events of other processes. An enabled tracepoint slows every
+    # pass through it, so two runs that differ here are not comparable as they stand.
+    tracing: dict[str, str] = field(default_factory=dict)
     # Kept out of the JSON form: the store keeps each distinct config once, by hash.
     kernel_config: str | None = field(default=None, repr=False, compare=False)
 
@@ -91,6 +95,8 @@ def flatten(fingerprint: dict[str, Any]) -> dict[str, str]:
         flat[path] = value
     for key, value in fingerprint.get("vm", {}).items():
         flat[f"vm {key}"] = value
+    for key, value in fingerprint.get("tracing", {}).items():
+        flat[f"tracing {key}"] = value
     if fingerprint.get("pin"):
         flat["pinned to CPUs"] = fingerprint["pin"]
     return flat

@@ -8,10 +8,7 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
-from perfline.system.process import die_with_perfline
-
-# A shell busy loop: no interpreter start-up, nothing but user time, and trivially killed.
-HOG = ("/bin/sh", "-c", "while :; do :; done")
+from perfline.system.process import CPU_HOG, die_with_perfline
 
 
 @contextmanager
@@ -27,7 +24,7 @@ def cpu_hogs(count: int) -> Iterator[list[int]]:
         for _ in range(count):
             hogs.append(
                 subprocess.Popen(
-                    HOG,
+                    CPU_HOG,
                     start_new_session=True,
                     preexec_fn=die_with_perfline(),
                     stdin=subprocess.DEVNULL,

@@ -25,6 +25,7 @@ from perfline.records.fingerprint import Fingerprint
 from perfline.records.job import AUTO_MIN_REPEAT, Case
 from perfline.records.metric import Measurement
 from perfline.records.status import RunStatus
+from perfline.runner.host_check import HostCheck
 from perfline.runner.load import cpu_hogs
 from perfline.store import Store
 from perfline.system.journal import own_journal
@@ -67,6 +68,7 @@ class RunContext:
     # Every change to the kernel (tunables, a benchmark's tracefs files) goes through
     # it; one journal per process, so a crash leaves one file to restore.
     kernel: KernelState = field(default_factory=lambda: KernelState(own_journal()))
+    host_check: HostCheck = field(default_factory=HostCheck)
     label: str | None = None
     kernel_commit: str | None = None
     # The built tree of the commit under test, where command benchmarks run (bisection,
@@ -136,6 +138,10 @@ class CaseRun:
             pid=os.getpid(),
         )
         self.ctx.observer.run_started(self.run_id, self.case)
+        if found := self.ctx.host_check.before_run(self.ctx.kernel):
+            self.settings["disturbances"] = [d.line() for d in found]
+            for disturbance in self.ctx.host_check.new(found):
+                self.ctx.observer.warning(f"this run may be disturbed: {disturbance.line()}")
         workdir = self._stack.enter_context(
             tempfile.TemporaryDirectory(prefix=f"perfline-run{self.run_id}-")
         )

@@ -13,6 +13,9 @@ from pathlib import Path
 
 STDERR_TAIL_LINES = 40
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# perfline's load hog (runner.load): a shell busy loop, no interpreter start-up, nothing
+# but user time, and trivially killed. `perfline doctor` finds hogs left behind by it.
+CPU_HOG = ("/bin/sh", "-c", "while :; do :; done")
 
 
 class ToolMissing(RuntimeError):

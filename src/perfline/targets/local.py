@@ -9,6 +9,7 @@ import socket
 from pathlib import Path
 
 from perfline.records.fingerprint import Fingerprint
+from perfline.system.tracing import read_tracing
 
 # Sysctls known to move scheduler, memory and network benchmarks; missing ones are skipped.
 RELEVANT_SYSCTLS = (
@@ -66,6 +67,7 @@ def fingerprint(root: Path = Path("/")) -> Fingerprint:
         },
         sysfs={path: value for path in RELEVANT_SYSFS if (value := _read(root / path[1:]))},
         target="local",
+        tracing=read_tracing().flat(),
         config_source=config_source,
         kernel_config=config,
     )
