@@ -55,7 +55,7 @@ def toy_benchmarks(monkeypatch: pytest.MonkeyPatch) -> None:
     """The job parser sees `toy` and `bare` plus every real benchmark name."""
     real = {name: f"{__name__}:_Missing" for name in BENCHMARKS.names()}
     entries = {**real, "toy": f"{__name__}:Toy", "bare": f"{__name__}:Bare"}
-    monkeypatch.setattr(lookup_module, "BENCHMARKS", Registry("benchmark", entries))
+    monkeypatch.setattr(lookup_module, "BENCHMARKS", Registry("benchmark", entries, group="perfline.benchmarks", base=Benchmark))
 
 
 def write(tmp_path: Path, text: str, name: str = "job.yaml") -> Path:
