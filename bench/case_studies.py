@@ -212,10 +212,10 @@ def code_block(lines: Iterable[str], lang: str = "") -> str:
 
 
 def finding(c: Mapping[str, Any]) -> str:
-    """`+2.0% [−16.0, +24.0], p 0.89: no significant change` for a comparison."""
-    said = c["verdict"] if c["significant"] else (
-        "too few samples for a verdict" if c["verdict"] == "too few samples" else "no significant change"
-    )
+    """`+2.0% [−16.0, +24.0], p 0.89: inconclusive (+12 pairs)` for a comparison."""
+    said = c["verdict"]
+    if c.get("more_samples") is not None:
+        said += f" (+{c['more_samples']} {c['unit']})"
     return f"{change_cell(c, '')}, p {c['p_value']:.2g}: {said}"
 
 

@@ -88,12 +88,13 @@ def test_compare_runs_and_labels(tmp_path: Path) -> None:
     assert set(out) == {"alpha", "cases"}
     [case] = out["cases"]
     assert set(case) == {"benchmark", "case", "sides", "cross_machine", "metrics",
-                         "differences", "profile_shifts"}
+                         "differences", "profile_shifts", "notes"}
     [metric] = case["metrics"]
     assert set(metric) == {"metric", "unit", "direction", "source", "base", "others"}
     assert set(metric["others"][0]) == {
         "mean", "stddev", "cv_pct", "n", "min", "median", "max", "change_pct", "ci_pct",
         "p_value", "p_value_rank", "significant", "verdict", "outliers_base", "outliers_other",
+        "floor_pct", "unit", "more_samples",
     }
     same, slower = metric["others"]
     assert abs(same["change_pct"]) < 5

@@ -239,10 +239,13 @@ def test_confirm_reruns_each_side_in_a_vm_with_its_kernel(
     store = store_at(db)
     regression = regression_between(store, runs[0]["id"], runs[1]["id"], "rcu-gp.ms_per_gp", runs[0]["case"])
     proc = perfline(db, "regressions", "confirm", str(regression.id), "--pairs", "5", check=False)
-    assert proc.returncode == 0, proc.stderr
     updated = store.get_regression(regression.id)
-    assert updated.status in ("confirmed", "false-alarm")
-    assert "in VMs with kernels debian-6.1 and debian-6.12" in (updated.note or "")
+    if proc.returncode == 0:
+        assert updated.status in ("confirmed", "false-alarm")
+        assert "in VMs with kernels debian-6.1 and debian-6.12" in (updated.note or "")
+    else:  # 5 pairs of TCG guests may not decide either way: then nothing is judged
+        assert proc.returncode == 1 and "is inconclusive" in proc.stderr, proc.stderr
+        assert updated.status == "new"
     reruns = sorted((r for r in store.list_runs(limit=10) if r.label == f"confirm-{regression.id}"),
                     key=lambda r: r.id)
     assert [store.get_run(r.id).settings["vm_kernel"] for r in reruns] == ["debian-6.1", "debian-6.12"]

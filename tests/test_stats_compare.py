@@ -127,12 +127,12 @@ def test_too_few_samples_gives_no_verdict_but_still_an_interval() -> None:
     base, other = [10.0, 10.1, 9.9, 10.0], [20.0, 20.1, 19.9, 20.0]
     assert MIN_SAMPLES == 5
     result = compare(base, other, LOWER)
-    assert result.verdict == "too few samples"
+    assert result.verdict == "inconclusive" and result.more_samples == 1
     assert not result.significant
     assert result.p_value < 0.01
     assert result.ci_pct[0] < 100 < result.ci_pct[1]
     single = compare([1.0], [2.0], LOWER)
-    assert single.verdict == "too few samples"
+    assert single.verdict == "inconclusive" and single.more_samples == 4
     assert math.isnan(single.p_value) and math.isnan(single.ci_pct[0])
 
 
@@ -208,6 +208,7 @@ def test_json_able() -> None:
     assert set(document) == {
         "metric", "base", "other", "change_pct", "ci_pct", "p_value", "p_value_rank",
         "significant", "verdict", "outliers_base", "outliers_other", "method",
+        "floor_pct", "more_samples", "unit",
     }
 
 

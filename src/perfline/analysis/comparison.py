@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from perfline.records.fingerprint import (
@@ -31,7 +31,9 @@ DEFAULT_FLOOR_PCT = 1.0
 # Settings that describe how a run went, not what it ran under; `disturbances` (the
 # start-up check's findings: busy CPUs, load) differ in every run, and what in them
 # matters for comparability (tracing) is in the fingerprint.
-NOT_COMPARED_SETTINGS = ("interleaved", "ci_halfwidth_pct", "precision_reached", "vm_boot_s", "disturbances")
+NOT_COMPARED_SETTINGS = ("interleaved", "ci_halfwidth_pct", "precision_reached", "vm_boot_s", "disturbances",
+                         "order")
+
 
 @dataclass(frozen=True)
 class Side:
@@ -49,6 +51,10 @@ class Side:
 
     def values(self, metric: str) -> list[float]:
         return [s.value for run in self.runs for s in run.samples if s.metric.name == metric]
+
+    def run_labels(self, metric: str) -> list[int]:
+        """The run of each of `values(metric)`: runs, not repetitions, are the unit."""
+        return [run.info.id for run in self.runs for s in run.samples if s.metric.name == metric]
 
     def description(self) -> dict[str, str]:
         """Fingerprint, params, tunables and settings, flattened; facts that differ
@@ -93,6 +99,9 @@ class CaseComparison:
     differences: list[list[Difference]] = field(default_factory=list)
     # Per non-baseline side: symbols whose share of CPU time moved most (perf-profile).
     profile_shifts: list[list[SymbolShift]] = field(default_factory=list)
+    # What the reader must know to trust the verdicts (one-run sides, the rule for
+    # monitor metrics), one sentence each.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def cross_machine(self) -> bool:
@@ -111,7 +120,7 @@ def compare_sides(
     """Every metric of the baseline side against every other side. `paired`: the i-th
     values of the sides were measured back to back (interleaved A/B)."""
     # Imported here: scipy costs a second at start-up and only comparisons need it.
-    from perfline.stats.two_sample import compare
+    from perfline.stats.two_sample import ASSUMED_BETWEEN_RUN_CV_PCT, compare
 
     base, others = sides[0], sides[1:]
     rows = []
@@ -121,13 +130,28 @@ def compare_sides(
         comparisons: list[Comparison | None] = []
         for side in others:
             values = side.values(name)
+            # Paired values are judged by their pairs; otherwise runs are the unit.
             comparisons.append(
-                compare(base_values, values, metric, alpha=alpha, floor_pct=floor, paired=paired)
+                compare(base_values, values, metric, alpha=alpha, floor_pct=floor, paired=paired,
+                        base_runs=None if paired else base.run_labels(name),
+                        other_runs=None if paired else side.run_labels(name))
                 if values
                 else None
             )
         rows.append(MetricRow(metric, source, summarize(base_values), comparisons))
     rows.sort(key=lambda row: row.source != "benchmark")
+    rows = _monitors_controlled_together(rows, alpha)
+    notes = []
+    single = [side.name for side in sides if len(side.runs) == 1]
+    if single and not paired:
+        notes.append(
+            f"{' and '.join(single)}: one run, so the variation between runs is not measured; "
+            f"{ASSUMED_BETWEEN_RUN_CV_PCT:g}% is assumed (docs/statistics.md). `perfline ab` "
+            "interleaves the sides and needs no assumption; several runs a side measure it."
+        )
+    if any(row.source != "benchmark" for row in rows):
+        notes.append("monitor metrics are judged together (Benjamini–Hochberg at "
+                     f"α={alpha:g}); the benchmark's own metrics each at α={alpha:g}")
     first = base.runs[0].info
     base_profile = side_profile(base, store)
     return CaseComparison(
@@ -140,7 +164,26 @@ def compare_sides(
             profile_diff(base_profile, other_profile) if base_profile and other_profile else []
             for other_profile in (side_profile(side, store) for side in others)
         ],
+        notes=notes,
     )
+
+
+def _monitors_controlled_together(rows: list[MetricRow], alpha: float) -> list[MetricRow]:
+    """The monitor rows' significance decided by Benjamini–Hochberg across them, per
+    compared side (stats.multiplicity); the benchmark's rows are left as they are."""
+    from perfline.stats.multiplicity import benjamini_hochberg
+    from perfline.stats.two_sample import rejudged
+
+    monitor_rows = [i for i, row in enumerate(rows) if row.source != "benchmark"]
+    if not monitor_rows:
+        return rows
+    judged = [list(row.others) for row in rows]
+    for side in range(len(rows[0].others)):
+        tested = [(i, c) for i in monitor_rows if (c := rows[i].others[side]) is not None]
+        passes = benjamini_hochberg([c.p_value for _, c in tested], alpha)
+        for (i, comparison), ok in zip(tested, passes, strict=True):
+            judged[i][side] = rejudged(comparison, ok)
+    return [replace(row, others=others) for row, others in zip(rows, judged, strict=True)]
 
 
 def side_profile(side: Side, store: Store) -> list[ProfileEntry]:

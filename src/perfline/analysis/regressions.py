@@ -267,7 +267,17 @@ def confirm(
     again = row.others[0]
     if again is None:
         raise CannotConfirm(f"the re-run after the change has no {regression.metric} samples")
+    from perfline.stats.two_sample import INCONCLUSIVE  # scipy: only when confirming
+
     same_way = again.significant and (again.change_pct > 0) == (regression.change_pct > 0)
+    if not same_way and again.verdict == INCONCLUSIVE:
+        # Neither the change nor its absence shown: not evidence of a false alarm.
+        more = f"; about {again.more_samples} more pairs would decide it" if again.more_samples else ""
+        raise CannotConfirm(
+            f"the re-run (runs {outcomes[0].run_id}, {outcomes[1].run_id}) is inconclusive: "
+            f"{again.change_pct:+.1f}% [{again.ci_pct[0]:+.1f}, {again.ci_pct[1]:+.1f}]{more}; "
+            "confirm again with more --pairs"
+        )
     status = RegressionStatus.CONFIRMED if same_way else RegressionStatus.FALSE_ALARM
     note = (f"re-run interleaved (runs {outcomes[0].run_id}, {outcomes[1].run_id}): "
             f"{again.change_pct:+.1f}% [{again.ci_pct[0]:+.1f}, {again.ci_pct[1]:+.1f}], p={again.p_value:.2g}")

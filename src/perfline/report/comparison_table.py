@@ -51,6 +51,8 @@ def comparison_view(comparison: CaseComparison, *, alpha: float) -> RenderableTy
         if len(shown) < len(rows):
             parts.append(Text(f"{len(rows) - len(shown)} monitor metrics are zero on every "
                               "side and not shown", style="dim"))
+    for note in comparison.notes:
+        parts.append(Text(note, style="yellow"))
     outliers = _outlier_notes(comparison)
     if outliers:
         parts.append(Text("outliers (shown, not dropped): " + "; ".join(outliers), style="yellow"))
@@ -112,7 +114,9 @@ def _change_cells(comparison: Comparison | None) -> list[str | Text]:
         change = f"{comparison.change_pct:+.1f}% [{low:+.1f}, {high:+.1f}]{marker}"
     else:  # a baseline mean of zero has no relative change
         change = "n/a "
-    verdict = comparison.verdict if comparison.verdict != "no change" else ""
+    verdict = comparison.verdict
+    if comparison.more_samples is not None:
+        verdict += f" (+{comparison.more_samples} {comparison.unit})"
     style = VERDICT_STYLE.get(comparison.verdict, "dim") if comparison.significant else "dim"
     return [
         _mean(comparison.other),
@@ -191,6 +195,9 @@ def comparison_json(comparison: CaseComparison) -> dict[str, Any]:
                         "p_value_rank": c.p_value_rank,
                         "significant": c.significant,
                         "verdict": c.verdict,
+                        "floor_pct": c.floor_pct,
+                        "unit": c.unit,
+                        "more_samples": c.more_samples,
                         "outliers_base": list(c.outliers_base),
                         "outliers_other": list(c.outliers_other),
                     }
@@ -204,4 +211,5 @@ def comparison_json(comparison: CaseComparison) -> dict[str, Any]:
             for diffs in comparison.differences
         ],
         "profile_shifts": [[asdict(shift) for shift in shifts] for shifts in comparison.profile_shifts],
+        "notes": comparison.notes,
     }

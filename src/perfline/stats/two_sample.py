@@ -9,15 +9,24 @@ The method and its assumptions are written up in docs/statistics.md; in short:
 - When a value is zero or negative the metric is not a positive quantity with
   multiplicative noise; the CI is then Fieller's interval on the raw values and the
   test Welch's t on their difference. `Comparison.method` says which was used.
-- A change is significant when the t test passes at alpha and the change exceeds a
-  practical floor; no verdict is given below MIN_SAMPLES per side.
+- Runs, not repetitions, are the unit when a side has several runs: the side's mean
+  varies by the spread of its run means (which holds both the between-run and the
+  within-run variance), with one degree of freedom fewer than it has runs. A side of one
+  run cannot show its between-run variance; ASSUMED_BETWEEN_RUN_CV_PCT is added for it
+  instead of zero, and the caller says so. Interleaved pairs (`ab`) need neither.
+- Four answers: `regression` / `improvement` when the t test passes at alpha and the
+  change exceeds a practical floor; `no change` only when the whole interval lies
+  inside ±floor (equivalence); otherwise `inconclusive`, with an estimate of how many
+  more samples a side (pairs, runs) would decide it. Below MIN_SAMPLES per side the
+  answer is `inconclusive`. Neutral metrics (monitors) say `changed` instead of a
+  direction.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -54,8 +63,16 @@ METHOD_RAW = "welch-raw-fieller"
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
 NO_CHANGE = "no change"
-CHANGED = "changed"
-TOO_FEW = "too few samples"
+INCONCLUSIVE = "inconclusive"
+CHANGED = "changed"  # a significant change of a neutral metric, which has no better side
+
+# The run-to-run variation a side of one run cannot show (boot, memory layout, drift of
+# the machine between runs), as a CV of the run mean. 1%: kernel benchmarks on a quiet
+# machine vary 0.5-2% between runs taken minutes apart; on the busy VM of
+# docs/statistics.md side means drifted far more (A/A one after the other: 20% false
+# verdicts without it). Assuming it rather than zero costs power on one-run sides,
+# which is the honest price of not knowing: `perfline ab` or several runs a side avoid it.
+ASSUMED_BETWEEN_RUN_CV_PCT = 1.0
 
 
 @dataclass(frozen=True)
@@ -82,14 +99,20 @@ class Comparison:
     p_value_rank: float
     # p_value < alpha, |change_pct| > floor_pct, and at least MIN_SAMPLES per side.
     significant: bool
-    # "regression" | "improvement" | "changed" (neutral metrics) | "no change" |
-    # "too few samples" (below MIN_SAMPLES on a side; significant is then False).
+    # "regression" | "improvement" (significant) | "no change" (the interval inside
+    # ±floor_pct) | "inconclusive"; "changed" for a significant change of a neutral metric.
     verdict: str
     # Indexes of outliers within each sample; they stay in every figure above.
     outliers_base: tuple[int, ...]
     outliers_other: tuple[int, ...]
     # METHOD_LOG_RATIO, METHOD_PAIRED or METHOD_RAW: which interval and test were used.
     method: str
+    floor_pct: float = 1.0
+    # When inconclusive: about how many more samples a side (pairs when paired, runs
+    # when runs are the unit) would decide it either way; None when it cannot be told.
+    more_samples: int | None = None
+    # The unit of inference: "samples", "runs" (run means) or "pairs".
+    unit: str = "samples"
 
 
 @dataclass(frozen=True)
@@ -99,6 +122,13 @@ class _Estimate:
     value: float
     se: float
     df: float
+    count: int = 0  # units (samples, runs, pairs) of the smaller side
+    floor_var: float = 0.0  # the part of se² more units cannot shrink (assumed)
+
+    def interval(self, confidence: float) -> tuple[float, float]:
+        """The interval of exp(value) - 1."""
+        margin = self.t_quantile(confidence) * self.se
+        return math.expm1(self.value - margin), math.expm1(self.value + margin)
 
     def p_value(self) -> float:
         """Two-sided p-value of "the true value is 0"."""
@@ -120,6 +150,8 @@ def compare(
     confidence: float = 0.95,
     seed: int = 0,
     paired: bool = False,
+    base_runs: Sequence[int] | None = None,
+    other_runs: Sequence[int] | None = None,
 ) -> Comparison:
     """Compare `other` with `base`; `seed` fixes the rank test's permutation draw.
 
@@ -127,6 +159,10 @@ def compare(
     A/B): the interval then uses the spread of the pairs' differences, from which drift
     of the machine shared by both members of a pair cancels, and the rank test is
     Wilcoxon's signed-rank test on the pairs' log ratios.
+
+    `base_runs` and `other_runs` name the run of each value: a side of several runs is
+    judged by its run means, a side of one run with ASSUMED_BETWEEN_RUN_CV_PCT added
+    (module docstring). Without them every value counts as its own run's.
     """
     if not 0 < alpha < 1 or not 0 < confidence < 1:
         raise ValueError("alpha and confidence must be between 0 and 1")
@@ -137,15 +173,36 @@ def compare(
     method = METHOD_LOG_RATIO if (b > 0).all() and (o > 0).all() else METHOD_RAW
     if paired and method == METHOD_LOG_RATIO and len(b) == len(o):
         method = METHOD_PAIRED
+    estimate: _Estimate | None = None
+    unit = "pairs" if method == METHOD_PAIRED else "samples"
     if min(len(b), len(o)) < 2:
         ci_pct, p_value, p_rank = (math.nan, math.nan), math.nan, math.nan
+    elif np.ptp(np.concatenate([b, o])) == 0:
+        # Every value the same on both sides: exactly no change, whatever the method.
+        ci_pct, p_value, p_rank = (0.0, 0.0), 1.0, 1.0
     else:
-        ci, p_value = _interval_and_p(b, o, method, confidence)
+        if method == METHOD_RAW:
+            ci = _fieller(b, o, confidence)
+            p_value = _difference(b, o).p_value()
+        else:
+            if method == METHOD_PAIRED:
+                estimate = _paired_log_ratio(b, o)
+            else:
+                base_side, other_side = _side(b, base_runs), _side(o, other_runs)
+                estimate = _log_ratio(base_side, other_side)
+                if "runs" in (base_side.unit, other_side.unit):
+                    unit = "runs"
+            ci = estimate.interval(confidence)
+            p_value = estimate.p_value()
         ci_pct = (100 * ci[0], 100 * ci[1])
         p_rank = _signed_rank_p_value(b, o) if method == METHOD_PAIRED else _rank_p_value(b, o, seed)
     change_pct = _change_pct(base_summary.mean, other_summary.mean)
     enough = min(len(b), len(o)) >= MIN_SAMPLES
     significant = enough and p_value < alpha and abs(change_pct) > floor_pct
+    verdict = _verdict(metric.direction, change_pct, ci_pct, significant, enough, floor_pct)
+    more = None
+    if verdict == INCONCLUSIVE:
+        more = _more_samples(estimate, change_pct, floor_pct, alpha, min(len(b), len(o)))
     return Comparison(
         metric=metric,
         base=base_summary,
@@ -155,11 +212,26 @@ def compare(
         p_value=p_value,
         p_value_rank=p_rank,
         significant=significant,
-        verdict=_verdict(metric.direction, change_pct, significant, enough),
+        verdict=verdict,
         outliers_base=outlier_indexes(b),
         outliers_other=outlier_indexes(o),
         method=method,
+        floor_pct=floor_pct,
+        more_samples=more,
+        unit=unit,
     )
+
+
+def rejudged(comparison: Comparison, passes: bool) -> Comparison:
+    """The comparison with its test decided by the caller (a multiplicity rule across a
+    table): significant only if `passes` too, and the verdict to match."""
+    significant = passes and comparison.significant
+    if significant == comparison.significant:
+        return comparison
+    enough = min(comparison.base.n, comparison.other.n) >= MIN_SAMPLES
+    verdict = _verdict(comparison.metric.direction, comparison.change_pct, comparison.ci_pct, significant, enough,
+                       comparison.floor_pct)
+    return replace(comparison, significant=significant, verdict=verdict)
 
 
 def mean_ci_halfwidth_pct(values: Sequence[float], confidence: float = 0.95) -> float:
@@ -227,18 +299,37 @@ def _finite(values: Sequence[float], side: str) -> NDArray[np.float64]:
     return data
 
 
-def _interval_and_p(
-    b: NDArray[np.float64], o: NDArray[np.float64], method: str, confidence: float
-) -> tuple[tuple[float, float], float]:
-    """The CI of mean_o/mean_b - 1 (as a fraction) and the t test's p-value."""
-    if method == METHOD_RAW:
-        return _fieller(b, o, confidence), _difference(b, o).p_value()
-    estimate = _paired_log_ratio(b, o) if method == METHOD_PAIRED else _log_ratio(b, o)
-    margin = estimate.t_quantile(confidence) * estimate.se
-    return (
-        (math.expm1(estimate.value - margin), math.expm1(estimate.value + margin)),
-        estimate.p_value(),
-    )
+@dataclass(frozen=True)
+class _Side:
+    """One side's log mean: its variance (relative, delta method), degrees of freedom,
+    how many units it has, and what a unit is."""
+
+    mean: float
+    relvar: float
+    df: float
+    count: int
+    unit: str
+    assumed: float = 0.0  # the part of relvar that is assumed, not measured
+
+
+def _side(data: NDArray[np.float64], runs: Sequence[int] | None) -> _Side:
+    """Runs as the unit: several runs by their means, one run with the assumed
+    between-run variance added; without run labels, the values as independent."""
+    if runs is None:
+        return _Side(float(data.mean()), _relative_variance_of_mean(data), len(data) - 1.0, len(data), "samples")
+    labels = np.asarray(runs)
+    if len(labels) != len(data):
+        raise ValueError("one run label per value")
+    groups = [data[labels == run] for run in dict.fromkeys(labels.tolist())]
+    mean = float(data.mean())
+    if len(groups) >= 2:
+        means = np.array([g.mean() for g in groups])
+        return _Side(mean, float(means.var(ddof=1) / len(means) / mean**2), len(means) - 1.0, len(means), "runs")
+    within = _relative_variance_of_mean(data)
+    assumed = (ASSUMED_BETWEEN_RUN_CV_PCT / 100) ** 2
+    # Satterthwaite: only the measured part carries the uncertainty of an estimate.
+    df = (len(data) - 1.0) * ((within + assumed) / within) ** 2 if within > 0 else math.inf
+    return _Side(mean, within + assumed, df, len(data), "samples", assumed)
 
 
 def _relative_variance_of_mean(data: NDArray[np.float64]) -> float:
@@ -255,13 +346,18 @@ def _welch_df(var_b: float, n_b: int, var_o: float, n_o: int) -> float:
     return total**2 / (var_b**2 / (n_b - 1) + var_o**2 / (n_o - 1))
 
 
-def _log_ratio(b: NDArray[np.float64], o: NDArray[np.float64]) -> _Estimate:
-    """log(mean_o / mean_b) with its delta-method standard error."""
-    var_b, var_o = _relative_variance_of_mean(b), _relative_variance_of_mean(o)
+def _log_ratio(b: _Side, o: _Side) -> _Estimate:
+    """log(mean_o / mean_b) with its delta-method standard error and the
+    Welch–Satterthwaite degrees of freedom of the two sides' variances."""
+    total = b.relvar + o.relvar
+    parts = sum(v**2 / df for v, df in ((b.relvar, b.df), (o.relvar, o.df)) if v > 0 and math.isfinite(df))
+    df = total**2 / parts if parts > 0 else float(b.count + o.count - 2)
     return _Estimate(
-        value=math.log(o.mean() / b.mean()),
-        se=math.sqrt(var_b + var_o),
-        df=_welch_df(var_b, len(b), var_o, len(o)),
+        value=math.log(o.mean / b.mean),
+        se=math.sqrt(total),
+        df=df,
+        count=min(b.count, o.count),
+        floor_var=b.assumed + o.assumed,
     )
 
 
@@ -278,6 +374,7 @@ def _paired_log_ratio(b: NDArray[np.float64], o: NDArray[np.float64]) -> _Estima
         value=math.log(o.mean() / b.mean()),
         se=float(relative.std(ddof=1) / math.sqrt(len(b))),
         df=float(len(b) - 1),
+        count=len(b),
     )
 
 
@@ -343,6 +440,24 @@ def _rank_p_value(b: NDArray[np.float64], o: NDArray[np.float64], seed: int) -> 
     return 1.0 if math.isnan(p) else float(p)
 
 
+def _more_samples(
+    estimate: _Estimate | None, change_pct: float, floor_pct: float, alpha: float, have: int
+) -> int | None:
+    """About how many more units a side would decide an inconclusive comparison: the
+    standard error then puts the interval either beyond the floor or inside it, at the
+    change seen now. None when it cannot be told (no log-ratio estimate, a change right
+    at the floor, or a part of the error that more units cannot shrink)."""
+    if estimate is None or estimate.count < 2 or not math.isfinite(change_pct):
+        return MIN_SAMPLES - have if have < MIN_SAMPLES else None
+    gap = abs(abs(estimate.value) - math.log1p(floor_pct / 100))
+    needed_var = (gap / float(stats.norm.ppf(1 - alpha / 2))) ** 2
+    shrinkable = estimate.se**2 - estimate.floor_var
+    if gap == 0 or needed_var <= estimate.floor_var or shrinkable <= 0:
+        return MIN_SAMPLES - have if have < MIN_SAMPLES else None
+    total = math.ceil(estimate.count * shrinkable / (needed_var - estimate.floor_var))
+    return max(total - estimate.count, MIN_SAMPLES - have, 1)
+
+
 def _change_pct(mean_b: float, mean_o: float) -> float:
     """100·(mean_o/mean_b - 1) for a positive base. Dividing by |mean_b| keeps the sign
     meaning "the value went up" also for a negative base, which the verdict relies on."""
@@ -352,11 +467,15 @@ def _change_pct(mean_b: float, mean_o: float) -> float:
     return math.copysign(math.inf, mean_o) if mean_o else 0.0
 
 
-def _verdict(direction: Direction, change_pct: float, significant: bool, enough: bool) -> str:
-    if not enough:
-        return TOO_FEW
+def _verdict(
+    direction: Direction, change_pct: float, ci_pct: tuple[float, float], significant: bool, enough: bool,
+    floor_pct: float,
+) -> str:
     if not significant:
-        return NO_CHANGE
+        # Equivalence: the data show the change is within the floor, not merely that it
+        # was not found. An empty floor (0) can never show that.
+        inside = -floor_pct < ci_pct[0] and ci_pct[1] < floor_pct
+        return NO_CHANGE if enough and (inside or ci_pct == (0.0, 0.0)) else INCONCLUSIVE
     if direction is Direction.NEUTRAL:
         return CHANGED
     better = (change_pct > 0) == (direction is Direction.HIGHER)

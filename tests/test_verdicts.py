@@ -1,0 +1,135 @@
+"""Verdicts an automated tracker can act on: powered null and step simulations of the
+rules in docs/statistics.md (runs as the unit, the four answers, monitor metrics judged
+together), and the ABBA order of `perfline ab` on real processes.
+
+Each null simulation has enough trials that the old rule's rate (13-38% for runs
+pooled as repetitions, 21.5% for a table with any `*`) fails it by many standard errors,
+while the new rule's expected ~1% passes with a margin of 4 or more."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfline.analysis.comparison import MetricRow, _monitors_controlled_together
+from perfline.records.metric import Direction, Metric
+from perfline.stats.summary import summarize
+from perfline.stats.two_sample import compare
+
+SCORE = Metric("bench.seconds", "s", Direction.LOWER)
+MONITOR = Metric("mon.value", "", Direction.NEUTRAL)
+
+
+def runs_of(rng: np.random.Generator, level: float, runs: int, per_run: int, between_cv: float,
+            within_cv: float) -> tuple[list[float], list[int]]:
+    """`runs` runs of `per_run` values: each run's level moved by the between-run noise."""
+    values: list[float] = []
+    labels: list[int] = []
+    for run in range(runs):
+        run_level = level * rng.lognormal(0, between_cv)
+        values += (run_level * rng.lognormal(0, within_cv, per_run)).tolist()
+        labels += [run] * per_run
+    return values, labels
+
+
+def false_rate(runs: int, per_run: int, between_cv: float, trials: int, seed: int) -> float:
+    rng = np.random.default_rng(seed)
+    false = 0
+    for _ in range(trials):
+        (a, la), (b, lb) = (runs_of(rng, 100.0, runs, per_run, between_cv, 0.01) for _ in range(2))
+        false += compare(a, b, SCORE, base_runs=la, other_runs=lb).significant
+    return false / trials
+
+
+@pytest.mark.parametrize(("runs", "per_run", "between_cv"), [(1, 10, 0.01), (3, 5, 0.01), (5, 5, 0.02)])
+def test_run_to_run_variance_does_not_make_false_verdicts(runs: int, per_run: int, between_cv: float) -> None:
+    # Pooled as repetitions these gave 38%, 15% and more; 400 trials put a 3% bound
+    # 4 standard errors above the nominal 1%.
+    assert false_rate(runs, per_run, between_cv, trials=400, seed=runs) <= 0.03
+
+
+def test_runs_as_the_unit_still_find_a_real_step() -> None:
+    """3 runs x 5 a side in 1% noise: a 3% step is found (the issue asks 90%; run means
+    on 2 degrees of freedom a side give about 82%).
+    With 0.5% between runs as well, run means on 2 degrees of freedom a side find it
+    about half the time: bench/calibration.py prints that row."""
+    rng = np.random.default_rng(11)
+    found = 0
+    for _ in range(200):
+        a, la = runs_of(rng, 100.0, 3, 5, 0.0, 0.01)
+        b, lb = runs_of(rng, 103.0, 3, 5, 0.0, 0.01)
+        found += compare(a, b, SCORE, base_runs=la, other_runs=lb).verdict == "regression"
+    assert found / 200 >= 0.75  # 82% here: below the issue's 90%, see docs/statistics.md
+
+
+def test_no_change_only_when_the_interval_is_inside_the_floor() -> None:
+    rng = np.random.default_rng(3)
+    wide = compare(rng.lognormal(0, 0.05, 5), rng.lognormal(0, 0.05, 5), SCORE)
+    assert wide.verdict == "inconclusive" and wide.more_samples is not None and wide.more_samples > 5
+    narrow = compare(100 * rng.lognormal(0, 0.003, 30), 100 * rng.lognormal(0, 0.003, 30), SCORE)
+    assert -1 < narrow.ci_pct[0] and narrow.ci_pct[1] < 1 and narrow.verdict == "no change"
+    # The case of the issue: a large change seen, not significant at 0.01: not "no change".
+    seen = compare([1.0, 1.02, 0.98, 1.01, 0.99, 1.0], [0.6, 0.65, 0.62, 0.9, 0.95, 0.63], SCORE)
+    assert not seen.significant and seen.ci_pct[1] < -1 and seen.verdict == "inconclusive"
+
+
+def test_the_estimate_of_more_samples_decides_most_comparisons() -> None:
+    """With the samples the estimate asks for, most comparisons of a 3% step in 2% noise
+    that were inconclusive at 5 a side are decided."""
+    rng = np.random.default_rng(21)
+    decided = tried = 0
+    while tried < 100:
+        a, b = 100 * rng.lognormal(0, 0.02, 5), 103 * rng.lognormal(0, 0.02, 5)
+        first = compare(a, b, SCORE)
+        if first.verdict != "inconclusive" or first.more_samples is None:
+            continue
+        tried += 1
+        extra = first.more_samples
+        a2 = np.concatenate([a, 100 * rng.lognormal(0, 0.02, extra)])
+        b2 = np.concatenate([b, 103 * rng.lognormal(0, 0.02, extra)])
+        decided += compare(a2, b2, SCORE).verdict != "inconclusive"
+    assert decided / tried >= 0.5
+
+
+def test_monitor_metrics_are_judged_together() -> None:
+    """Null tables of one benchmark metric and 25 monitor metrics: before, 21.5% showed
+    at least one false `*`; with the monitors judged together about 1% + 1% may."""
+    rng = np.random.default_rng(7)
+    any_star = 0
+    tables = 300
+    for _ in range(tables):
+        rows = []
+        for metric in [SCORE] + [MONITOR] * 25:
+            a, b = 100 * rng.lognormal(0, 0.02, 10), 100 * rng.lognormal(0, 0.02, 10)
+            source = "benchmark" if metric is SCORE else "monitor"
+            rows.append(MetricRow(metric, source, summarize(a.tolist()), [compare(a, b, metric, floor_pct=0)]))
+        judged = _monitors_controlled_together(rows, 0.01)
+        any_star += any(c is not None and c.significant for row in judged for c in row.others)
+    assert any_star / tables <= 0.05
+
+
+def test_a_real_monitor_change_survives_the_correction() -> None:
+    rng = np.random.default_rng(8)
+    rows = [MetricRow(MONITOR, "monitor", summarize([1.0]), [compare(100 * rng.lognormal(0, 0.02, 10),
+                                                                     100 * rng.lognormal(0, 0.02, 10), MONITOR)])
+            for _ in range(24)]
+    moved = compare(100 * rng.lognormal(0, 0.02, 10), 130 * rng.lognormal(0, 0.02, 10), MONITOR)
+    rows.append(MetricRow(MONITOR, "monitor", summarize([1.0]), [moved]))
+    judged = _monitors_controlled_together(rows, 0.01)
+    assert judged[-1].others[0] is not None and judged[-1].others[0].verdict == "changed"
+
+
+def test_ab_alternates_which_side_goes_first(tmp_path: Path) -> None:
+    log = tmp_path / "order"
+    proc = subprocess.run(
+        [sys.executable, "-m", "perfline", "--db", str(tmp_path / "db"), "ab", "command",
+         "-p", "cmd=echo x", "--a", f"param:cmd=echo A >> {log}; echo 1",
+         "--b", f"param:cmd=echo B >> {log}; echo 1", "--pairs", "4", "--warmup", "0", "--no-monitors"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert log.read_text().split() == ["A", "B", "B", "A", "A", "B", "B", "A"]
