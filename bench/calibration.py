@@ -11,6 +11,8 @@
     truth (target 93–97%), for normal and lognormal noise at n=5 and n=10.
 (c) Synthetic A/A pairs whose sides use the adaptive run count (`--repeat auto`):
     what stopping on a precision does to the false-significant rate.
+(d) bench/verdict_scenarios.py: heavy tails, bimodal noise, outliers, run-to-run
+    variance, order effects and whole tables, each against its target.
 
 See docs/statistics.md for the method these figures check.
 """
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import verdict_scenarios
 
 from perfline.benchmarks import BENCHMARKS
 from perfline.records.metric import Direction, Measurement, Metric
@@ -228,6 +231,8 @@ def main() -> None:
     report_coverage(args.trials)
     print("\n(c) adaptive run count and the false-significant rate, synthetic data")
     report_adaptive(max(args.trials // 2, 200))
+    print("\n(d) the verdict under the noise of issue 13 (bench/verdict_scenarios.py)")
+    verdict_scenarios.report(nulls=max(args.trials // 2, 200), steps=max(args.trials // 8, 100))
 
 
 if __name__ == "__main__":

@@ -163,6 +163,18 @@ def test_sigkilled_ftrace_events_leaves_tracefs_as_it_was(
 
 @needs_root
 @pytest.mark.parametrize("kills", KILLS)
+def test_sigkilled_ftrace_switch_leaves_tracefs_as_it_was(
+    tmp_path: Path, state_dir: Path, kills: int, tracefs_planted: None
+) -> None:
+    # blk,nop: tracers a kernel under lockdown still allows (it refuses function here).
+    db = tmp_path / "db"
+    args = perfline_cmd(db, "run", "ftrace-switch", "-p", "iterations=10", "-p", "tracers=blk,nop",
+                        "--repeat", "3", "--no-monitors")
+    kill_at_random_moments(db, args, tracefs_snapshot, state_dir, kills)
+
+
+@needs_root
+@pytest.mark.parametrize("kills", KILLS)
 def test_sigkilled_run_with_a_sysfs_knob_restores_it(tmp_path: Path, state_dir: Path, kills: int) -> None:
     if not RCU_KNOB.exists():
         pytest.skip(f"no {RCU_KNOB}")
