@@ -8,6 +8,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from test_cli import perfline
 
 from perfline.analysis.comparison import Side, compare_sides, side_differences
@@ -183,3 +186,45 @@ def test_comparison_across_machines_says_so(tmp_path: Path) -> None:
     assert {d.key for d in comparison.differences[0] if d.kind == "machine"} == {
         "hostname", "cpu_model"
     }
+
+
+def test_compare_csv_files_like_stored_runs(tmp_path: Path) -> None:
+    """ministat for perfline: one file a side, a `run` column groups rows into runs, the
+    JSON document has compare --json's shape."""
+    rng = np.random.default_rng(4)
+    for name, level in (("before.csv", 100.0), ("after.csv", 104.0)):
+        lines = ["run,seconds,other"]
+        for run in range(4):
+            offset = rng.normal(0, 0.3)
+            lines += [f"r{run},{level + offset + rng.normal(0, 0.5):.3f},{rng.normal(5, 0.1):.3f}" for _ in range(5)]
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    db = tmp_path / "db"
+    out = json.loads(perfline(db, "compare", "--csv", str(tmp_path / "before.csv"), str(tmp_path / "after.csv"),
+                              "--column", "seconds", "--json").stdout)
+    [case] = out["cases"]
+    assert set(case) == {"benchmark", "case", "sides", "cross_machine", "metrics", "differences",
+                         "profile_shifts", "notes"}
+    [metric] = case["metrics"]
+    [after] = metric["others"]
+    assert metric["metric"] == "seconds" and after["unit"] == "runs" and after["n"] == 20
+    assert after["verdict"] == "regression" and after["ci_pct"][0] < after["change_pct"] < after["ci_pct"][1]
+    both = json.loads(perfline(db, "compare", "--csv", str(tmp_path / "before.csv"), str(tmp_path / "after.csv"),
+                               "--direction", "higher", "--json").stdout)
+    assert [m["metric"] for m in both["cases"][0]["metrics"]] == ["seconds", "other"]
+    assert both["cases"][0]["metrics"][0]["others"][0]["verdict"] == "improvement"
+    assert not db.exists()  # files are compared without a store
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("run,seconds\nr1,1.0\nr1,oops\n", "bad.csv:3: 'seconds' is 'oops', not a number"),
+    ("seconds\n", "bad.csv:1: expected a header line"),
+    ("run,minutes\nr1,1.0\n", "bad.csv:1: no column 'seconds'"),
+])
+def test_compare_csv_bad_file_is_one_line(tmp_path: Path, content: str, message: str) -> None:
+    (tmp_path / "good.csv").write_text("run,seconds\nr1,1.0\nr1,1.1\n")
+    (tmp_path / "bad.csv").write_text(content)
+    proc = perfline(tmp_path / "db", "compare", "--csv", str(tmp_path / "good.csv"), str(tmp_path / "bad.csv"),
+                    check=False)
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("error: ") and message in line

@@ -162,6 +162,21 @@ def judge(metric: Metric, change_pct: float) -> str:
 def read_csv_column(path: Path, column: str | None = None) -> tuple[str, list[float]]:
     """(column name, values) of one numeric column of a CSV file with a header: the named
     one, else the first whose first data value is a number. Errors name file and line."""
+    header, rows = read_csv_table(path)
+    if column is not None:
+        if column not in header:
+            raise SeriesError(f"{path}:1: no column {column!r}; the header has {', '.join(header)}")
+        index = header.index(column)
+    else:
+        numeric = numeric_columns(header, rows)
+        if not numeric:
+            raise SeriesError(f"{path}:2: no numeric column; name one with --column")
+        index = header.index(numeric[0])
+    return header[index], csv_numbers(path, header, rows, index)
+
+
+def read_csv_table(path: Path) -> tuple[list[str], list[list[str]]]:
+    """The header and the data rows of a CSV file; SeriesError names the file and line."""
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -174,18 +189,19 @@ def read_csv_column(path: Path, column: str | None = None) -> tuple[str, list[fl
     rows = list(csv.reader(text.splitlines()))
     if len(rows) < 2:
         raise SeriesError(f"{path}:1: expected a header line and at least one data line")
-    header = [name.strip() for name in rows[0]]
-    if column is not None:
-        if column not in header:
-            raise SeriesError(f"{path}:1: no column {column!r}; the header has {', '.join(header)}")
-        index = header.index(column)
-    else:
-        numeric = [i for i, cell in enumerate(rows[1]) if _number(cell) is not None]
-        if not numeric:
-            raise SeriesError(f"{path}:2: no numeric column; name one with --column")
-        index = numeric[0]
+    return [name.strip() for name in rows[0]], rows[1:]
+
+
+def numeric_columns(header: list[str], rows: list[list[str]]) -> list[str]:
+    """The columns whose first data value is a number."""
+    return [header[i] for i, cell in enumerate(rows[0]) if i < len(header) and _number(cell) is not None]
+
+
+def csv_numbers(path: Path, header: list[str], rows: list[list[str]], index: int) -> list[float]:
+    """Column `index` of every data row as numbers; a cell that is not one is an error
+    naming its line (the header is line 1)."""
     values = []
-    for line, row in enumerate(rows[1:], start=2):
+    for line, row in enumerate(rows, start=2):
         value = _number(row[index]) if index < len(row) else None
         if value is None:
             cell = row[index] if index < len(row) else ""
@@ -193,7 +209,7 @@ def read_csv_column(path: Path, column: str | None = None) -> tuple[str, list[fl
                 f"{path}:{line}: {header[index]!r} is {cell!r}, not a number; fix or delete the line"
             )
         values.append(value)
-    return header[index], values
+    return values
 
 
 def _number(cell: str) -> float | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -40,6 +41,7 @@ from perfline.jobs import (
 from perfline.jobs.command_line import CommandLineJob, Target, build_ab, build_job
 from perfline.monitors import MONITORS
 from perfline.records.job import COMMAND_LINE, ParamValue
+from perfline.records.metric import Direction
 from perfline.records.status import RunStatus
 from perfline.report.comparison_table import comparison_json, comparison_view
 from perfline.report.runs import (
@@ -247,8 +249,9 @@ MetricFloorOption = Annotated[
 
 @app.command()
 def compare(
-    run_ids: Annotated[
-        list[int] | None, typer.Argument(help="Runs to compare; the first is the baseline.")
+    what: Annotated[
+        list[str] | None,
+        typer.Argument(help="Runs to compare (ids), or with --csv CSV files; the first is the baseline."),
     ] = None,
     label: Annotated[
         list[str] | None,
@@ -263,8 +266,27 @@ def compare(
     floor: FloorOption = DEFAULT_FLOOR_PCT,
     metric_floor: MetricFloorOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    csv_files: Annotated[bool, typer.Option(
+        "--csv", help="The arguments are CSV files, one side each; a `run` column groups rows into runs.")] = False,
+    column: Annotated[list[str] | None, typer.Option(
+        help="With --csv: the column to compare (repeat it; default every numeric column).")] = None,
+    direction: Annotated[str, typer.Option(help="With --csv: lower or higher is better.")] = "lower",
 ) -> None:
     """Compare runs: %change with its confidence interval, significance, and what differs."""
+    if csv_files:
+        if label or kernel:
+            raise fail("--csv compares files: give them as arguments, without --label or --kernel")
+        if direction not in ("lower", "higher"):
+            raise fail(f"--direction {direction}: give lower or higher")
+        from perfline.analysis.csv_sides import compare_csv
+
+        compared = compare_csv([Path(p) for p in what or []], column, Direction(direction), alpha=alpha,
+                               floor_pct=floor)
+        _print_comparisons([compared], alpha, as_json)
+        return
+    if column:
+        raise fail("--column goes with --csv")
+    run_ids = _run_ids(what or [])
     if [bool(run_ids), bool(label), bool(kernel)].count(True) != 1:
         raise fail("give run ids (perfline compare 12 15), or --label twice or more, or --kernel twice or more")
     store = open_store()
@@ -283,6 +305,16 @@ def compare(
         for sides in groups
     ]
     _print_comparisons(comparisons, alpha, as_json)
+
+
+def _run_ids(items: list[str]) -> list[int]:
+    ids = []
+    for item in items:
+        if not item.isdigit():
+            hint = "; to compare CSV files add --csv" if item.endswith(".csv") else ""
+            raise fail(f"{item!r} is not a run id{hint}")
+        ids.append(int(item))
+    return ids
 
 
 def _grouped_sides(store: Store, labels: list[str] | None, kernels: list[str] | None) -> list[list[Side]]:

@@ -60,7 +60,8 @@ def comparison_view(comparison: CaseComparison, *, alpha: float) -> RenderableTy
         if shifts:
             parts.append(profile_table(f"{base.name} → {side.name}", shifts))
     for side, diffs in zip(comparison.sides[1:], comparison.differences, strict=True):
-        parts.append(differences_table(f"{base.name} → {side.name}", diffs))
+        if side.runs:  # samples from a file (compare --csv) have no fingerprint
+            parts.append(differences_table(f"{base.name} → {side.name}", diffs))
     return Group(*parts)
 
 
