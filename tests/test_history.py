@@ -155,3 +155,17 @@ def test_confirm_refuses_another_kernel(db: Path) -> None:
     ))
     proc = perfline(db, "regressions", "confirm", str(regression.id), check=False)
     assert proc.returncode == 1 and "6.1.0-0-fake" in proc.stderr
+
+
+def test_a_change_within_the_floor_is_shown_not_recorded(db: Path) -> None:
+    """A real 0.4% step found with little noise: history shows it, detect does not make a
+    record that `regressions confirm`, judging with the same 1% floor, could never confirm."""
+    store = Store.open(f"sqlite:///{db}")
+    fill(store, [100.0] * 15 + [100.4] * 15, noise=0.0005)
+    [series] = build_series(store.metric_values(metric="tbench.throughput"))
+    [change] = series.change_points()
+    assert 0 < change.change_pct < 1
+    proc = perfline(db, "detect", "--json")
+    assert json.loads(proc.stdout) == [] and "1 change point(s) within ±1% not recorded" in proc.stderr
+    [recorded] = json.loads(perfline(db, "detect", "--floor", "0.2", "--json").stdout)
+    assert recorded["kind"] == "improvement"

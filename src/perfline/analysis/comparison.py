@@ -153,6 +153,13 @@ def compare_sides(
             f"{ASSUMED_BETWEEN_RUN_CV_PCT:g}% is assumed (docs/statistics.md). `perfline ab` "
             "interleaves the sides and needs no assumption; several runs a side measure it."
         )
+    adaptive = [side.name for side in sides if any(run.settings.get("repeat") == "auto" for run in side.runs)]
+    if adaptive:
+        notes.append(
+            f"{' and '.join(adaptive)}: --repeat auto stopped on the interval's width, which raises the "
+            "false-verdict rate up to about 3x at α=0.01 when both sides did (docs/statistics.md, adaptive run "
+            "count); treat a change near the floor with care, or compare with `ab`"
+        )
     if any(row.source != "benchmark" for row in rows):
         notes.append("monitor metrics are judged together (Benjamini–Hochberg at "
                      f"α={alpha * MONITOR_ALPHA_SHARE:g}); the benchmark's own metrics each at α={alpha:g}")

@@ -18,7 +18,7 @@ from perfline.analysis.series import (
     matching_cases,
     read_csv_column,
 )
-from perfline.cli.common import EXIT_FAILED, console, fail, open_store, running
+from perfline.cli.common import EXIT_FAILED, console, errors, fail, open_store, running
 from perfline.report.comparison_table import comparison_view
 from perfline.report.regressions import (
     csv_changes_json,
@@ -96,6 +96,8 @@ def detect(
     csv: Annotated[Path | None, typer.Option(help="Detect in a CSV column instead of the store.")] = None,
     column: Annotated[str | None, typer.Option(help="With --csv: the column (default: first numeric).")] = None,
     false_alarm_rate: RateOption = 0.001,
+    floor: Annotated[float, typer.Option(
+        min=0, help="Record only changes larger than this many % (compare's and confirm's floor).")] = 1.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Change points in every stored series (recorded as regressions), or in a CSV column."""
@@ -104,12 +106,21 @@ def detect(
         return
     store = open_store()
     found = []
+    below_floor = 0
     for series in _series(store, metric, None, None, since, repo):
         claimed: set[int] = set()  # a record is one change point's, however close another is
         for change in series.change_points(false_alarm_rate):
+            # Real but too small to matter, and `regressions confirm` judges with the
+            # same floor: a record it could never confirm would only be noise to triage.
+            if abs(change.change_pct) <= floor:
+                below_floor += 1
+                continue
             regression, created = records.record(store, series, change, claimed)
             claimed.add(regression.id)
             found.append((series, change, regression, created))
+    if below_floor:
+        errors.print(f"{below_floor} change point(s) within ±{floor:g}% not recorded (`perfline history` "
+                     "shows them; --floor sets the limit)")
     if as_json:
         print(json.dumps(detected_json(found), indent=2))
         return
