@@ -101,8 +101,19 @@ def restore() -> None:
 
 
 @app.command("list")
-def list_catalogue() -> None:
+def list_catalogue(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
     """Benchmarks and monitors, one line each, with what they measure."""
+    if as_json:
+        print(json.dumps({
+            title: [{"name": entry.name, "summary": entry.summary, "from": registry.origin(entry.name),
+                     "metrics": [{"name": m.name, "unit": m.unit, "direction": m.direction.value}
+                                 for m in entry.metrics]}
+                    for entry in registry.all()]
+            for title, registry in (("benchmarks", BENCHMARKS), ("monitors", MONITORS))
+        }, indent=2))
+        return
     for title, registry in (("benchmarks", BENCHMARKS), ("monitors", MONITORS)):
         table = Table(title=title, title_justify="left", show_lines=False)
         table.add_column("name", style="cyan", no_wrap=True)
