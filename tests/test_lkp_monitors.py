@@ -126,7 +126,30 @@ def test_list_json_names_every_monitor_with_its_metrics(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120, check=True)
     listed = json.loads(proc.stdout)
     monitors = {m["name"]: m for m in listed["monitors"]}
-    for name in ("softirqs", "interrupts", "meminfo", "psi", "netdev", "diskstats", "schedstat", "cpufreq"):
+    for name in ("softirqs", "interrupts", "meminfo", "psi", "netdev", "diskstats", "schedstat", "cpufreq",
+                 "slabinfo", "numastat"):
         assert monitors[name]["metrics"], name
         assert all(set(m) == {"name", "unit", "direction"} for m in monitors[name]["metrics"])
     assert {b["name"] for b in listed["benchmarks"]} >= {"tbench", "sched-pipe", "command"}
+
+
+def test_slabinfo_names_the_cache_a_workload_grew(tmp_path: Path) -> None:
+    """20000 new files: their dentries and inodes grow slab caches by megabytes."""
+    if not os.access("/proc/slabinfo", os.R_OK):
+        pytest.skip("/proc/slabinfo is readable only by root")
+    script = tmp_path / "files.py"
+    # Keep many files' dentries and inodes alive until the repetition's end is read: the
+    # files stay on disk (the test's tmp_path) after the command exits.
+    script.write_text(f"import pathlib\nd = pathlib.Path({str(tmp_path / 'many')!r}); d.mkdir(exist_ok=True)\n"
+                      "for i in range(20000): (d / str(i)).touch()\nprint(1)\n")
+    summary, _ = run_with(tmp_path, "slabinfo", f"{PY} {script}", repeat=1)
+    assert mean(summary, "slabinfo.active_mib") > 0
+    grown = [m for m in summary if m.startswith("slabinfo.") and m.endswith(".active_kib")]
+    assert grown, summary.keys()
+
+
+def test_numastat_counts_allocations(tmp_path: Path) -> None:
+    if not Path("/sys/devices/system/node/node0/numastat").exists():
+        pytest.skip("kernel without NUMA")
+    summary, _ = run_with(tmp_path, "numastat", f"{PY} -c 'x = bytearray(100 << 20); print(1)'")
+    assert mean(summary, "numastat.numa_hit") > 1000

@@ -19,6 +19,8 @@ MONITORS: Registry[Monitor] = Registry(
         "diskstats": "perfline.monitors.lkp:Diskstats",
         "schedstat": "perfline.monitors.lkp:Schedstat",
         "cpufreq": "perfline.monitors.lkp:Cpufreq",
+        "slabinfo": "perfline.monitors.lkp:Slabinfo",
+        "numastat": "perfline.monitors.lkp:Numastat",
     },
     group="perfline.monitors",
     base=Monitor,

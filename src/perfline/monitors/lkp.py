@@ -1,6 +1,6 @@
 """The monitors LKP-tests users reach for first, each reading the kernel's own files
 around every repetition: softirqs, interrupts, meminfo, psi, netdev, diskstats,
-schedstat and cpufreq. Each says why when its source is missing or refused."""
+schedstat, cpufreq, slabinfo and numastat. Each says why when its source is missing or refused."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from perfline.monitors.base import MonitorUnavailable
 from perfline.monitors.counters import CounterMonitor, Interval
-from perfline.monitors.proc_tables import disk_stats, net_dev, per_cpu_rows, pressure, schedstat
+from perfline.monitors.proc_tables import disk_stats, net_dev, per_cpu_rows, pressure, schedstat, slabinfo
 from perfline.monitors.vmstat import parse_key_values
 from perfline.records.metric import Direction, Measurement, Metric
 
@@ -205,4 +205,72 @@ class Cpufreq(CounterMonitor):
         return [Measurement(mean, (interval.before.values["khz"] + interval.after.values["khz"]) / 2 / 1000)]
 
 
-__all__ = ["Cpufreq", "Diskstats", "Interrupts", "Meminfo", "Netdev", "Psi", "Schedstat", "Softirqs"]
+# A cache is named when its active bytes moved this much over a repetition; at most this
+# many, largest move first (the seeds' SLAB/SLUB story is told by a handful of caches).
+SLAB_MOVE_BYTES = 64 * 1024
+SLAB_CACHES_SHOWN = 8
+
+
+class Slabinfo(CounterMonitor):
+    name = "slabinfo"
+    summary = "slab memory at the end of each repetition, and the caches whose active bytes moved most"
+    metrics = (
+        _neutral("slabinfo.active_mib", "MiB", "active objects' bytes, all caches, at the end"),
+        _neutral("slabinfo.total_mib", "MiB", "allocated objects' bytes, all caches, at the end"),
+    )
+
+    def check(self) -> None:
+        _readable(PROC / "slabinfo", self.name, "kernel without CONFIG_SLUB_DEBUG or /proc/slabinfo")
+
+    def read(self) -> dict[str, int]:
+        caches = slabinfo((PROC / "slabinfo").read_text())
+        values = {f"active {name}": active for name, (active, _) in caches.items()}
+        values["active"] = sum(active for active, _ in caches.values())
+        values["total"] = sum(total for _, total in caches.values())
+        return values
+
+    def measure(self, interval: Interval) -> list[Measurement]:
+        active, total = self.metrics
+        found = [Measurement(active, interval.after.values["active"] / 2**20),
+                 Measurement(total, interval.after.values["total"] / 2**20)]
+        moves = sorted(
+            ((abs(interval.delta(key)), key.removeprefix("active ")) for key in interval.after.values
+             if key.startswith("active ") and key in interval.before.values),
+            reverse=True,
+        )
+        for moved, cache in moves[:SLAB_CACHES_SHOWN]:
+            if moved >= SLAB_MOVE_BYTES:
+                metric = _neutral(f"slabinfo.{cache}.active_kib", "KiB", f"active bytes of {cache} at the end")
+                found.append(Measurement(metric, interval.after.values[f"active {cache}"] / 1024))
+        return found
+
+
+NUMASTAT = ("numa_hit", "numa_miss", "local_node", "other_node")
+
+
+class Numastat(CounterMonitor):
+    name = "numastat"
+    summary = "NUMA page allocations per second, all nodes: hits, misses, local and remote"
+    metrics = tuple(_neutral(f"numastat.{f}", "pages/s", f"{f} allocations, all nodes") for f in NUMASTAT)
+
+    def _files(self) -> list[Path]:
+        return sorted((SYS / "devices/system/node").glob("node[0-9]*/numastat"))
+
+    def check(self) -> None:
+        if not self._files():
+            raise MonitorUnavailable("numastat: no /sys/devices/system/node/node*/numastat (kernel without NUMA)")
+
+    def read(self) -> dict[str, int]:
+        totals = dict.fromkeys(NUMASTAT, 0)
+        for path in self._files():
+            for field, value in parse_key_values(path.read_text()).items():
+                if field in totals:
+                    totals[field] += value
+        return totals
+
+    def measure(self, interval: Interval) -> list[Measurement]:
+        return interval.rates(tuple(zip(self.metrics, NUMASTAT, strict=True)))
+
+
+__all__ = ["Cpufreq", "Diskstats", "Interrupts", "Meminfo", "Netdev", "Numastat", "Psi", "Schedstat", "Slabinfo",
+           "Softirqs"]

@@ -77,3 +77,14 @@ def schedstat(text: str) -> dict[str, int]:
             totals["wait_ns"] += wait
             totals["timeslices"] += slices
     return totals
+
+
+def slabinfo(text: str) -> dict[str, tuple[int, int]]:
+    """/proc/slabinfo (version 2.x) → {cache: (active bytes, total bytes)}."""
+    caches = {}
+    for line in text.splitlines()[2:]:
+        fields = line.split()
+        if len(fields) >= 4:
+            active, total, size = int(fields[1]), int(fields[2]), int(fields[3])
+            caches[fields[0]] = (active * size, total * size)
+    return caches
