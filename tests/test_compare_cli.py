@@ -67,12 +67,12 @@ def test_ab_interleaves_and_finds_a_ten_percent_change(tmp_path: Path) -> None:
     assert other["significant"] is True and other["verdict"] == "improvement"
     assert {"change_pct", "ci_pct", "p_value", "significant"} <= other.keys()
     run_a, run_b = (side["runs"][0] for side in case["sides"])
-    # A B A B: each B sample was taken between two A samples.
+    # AB BA AB BA: pairs back to back, which side goes first alternating (ABBA).
     with sqlite3.connect(db) as connection:
         order = connection.execute(
             "SELECT run_id FROM samples WHERE source='benchmark' ORDER BY taken_at, id"
         ).fetchall()
-    assert [r for (r,) in order] == [run_a, run_b] * 8
+    assert [r for (r,) in order] == [run_a, run_b, run_b, run_a] * 4
 
 
 def test_compare_runs_and_labels(tmp_path: Path) -> None:

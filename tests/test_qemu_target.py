@@ -366,7 +366,7 @@ def test_ab_boots_each_sides_kernel_interleaved(debian_61: kernels.Kernel, tmp_p
             "SELECT run_id FROM samples WHERE source='benchmark' AND metric='rcu-gp.ms_per_gp' "
             "ORDER BY taken_at, id"
         ).fetchall()
-    assert [r for (r,) in order] == [run_a, run_b] * 2  # A B A B
+    assert [r for (r,) in order] == [run_a, run_b, run_b, run_a]  # AB, BA
 
 
 @vm
