@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfline.system.files import read_or_empty
 from perfline.system.journal import journal_files, leftovers, state_dir, this_boot
 from perfline.system.process import CPU_HOG
 from perfline.system.tracing import TracingState, read_tracing
@@ -63,7 +64,7 @@ def governors(cpu: Path = CPU) -> list[Disturbance]:
     slow = sorted(
         f"{path.parent.name}={governor}"
         for path in (cpu / "cpufreq").glob("policy*/scaling_governor")
-        if (governor := _read(path)) and governor != "performance"
+        if (governor := read_or_empty(path)) and governor != "performance"
     )
     if not slow:
         return []
@@ -74,9 +75,9 @@ def governors(cpu: Path = CPU) -> list[Disturbance]:
 def boost(cpu: Path = CPU) -> list[Disturbance]:
     """Turbo makes speed depend on temperature and on what the other cores do."""
     found = []
-    if _read(cpu / "intel_pstate/no_turbo") == "0":
+    if read_or_empty(cpu / "intel_pstate/no_turbo") == "0":
         found.append(Disturbance("turbo", "Intel turbo is enabled", f"echo 1 > {cpu}/intel_pstate/no_turbo"))
-    if _read(cpu / "cpufreq/boost") == "1":
+    if read_or_empty(cpu / "cpufreq/boost") == "1":
         found.append(Disturbance("turbo", "cpufreq boost is enabled", f"echo 0 > {cpu}/cpufreq/boost"))
     return found
 
@@ -94,7 +95,7 @@ def busy_cpus(interval_s: float = 0.3, cpu: Path = CPU, ignore: frozenset[int] =
         pct = 100.0 * (busy - before[n][0]) / (total - before[n][1])
         if pct < BUSY_CPU_PCT:
             continue
-        siblings = _read(cpu / f"cpu{n}/topology/thread_siblings_list")
+        siblings = read_or_empty(cpu / f"cpu{n}/topology/thread_siblings_list")
         smt = f" (SMT siblings {siblings})" if siblings and siblings != str(n) else ""
         found.append(Disturbance("busy CPU", f"CPU {n} was {pct:.0f}% busy with other work{smt}",
                                  "find it with `top -1` and stop it, or pin the benchmark elsewhere (pin: CPUs)"))
@@ -102,7 +103,7 @@ def busy_cpus(interval_s: float = 0.3, cpu: Path = CPU, ignore: frozenset[int] =
 
 
 def swap(meminfo: Path = Path("/proc/meminfo")) -> list[Disturbance]:
-    fields = {line.split(":")[0]: line.split()[1] for line in _read(meminfo).splitlines() if ":" in line}
+    fields = {line.split(":")[0]: line.split()[1] for line in read_or_empty(meminfo).splitlines() if ":" in line}
     used_kb = int(fields.get("SwapTotal", "0")) - int(fields.get("SwapFree", "0"))
     if used_kb <= 0:
         return []
@@ -111,7 +112,7 @@ def swap(meminfo: Path = Path("/proc/meminfo")) -> list[Disturbance]:
 
 
 def load(loadavg: Path = Path("/proc/loadavg")) -> list[Disturbance]:
-    text = _read(loadavg)
+    text = read_or_empty(loadavg)
     if not text:
         return []
     one = float(text.split()[0])
@@ -124,7 +125,7 @@ def load(loadavg: Path = Path("/proc/loadavg")) -> list[Disturbance]:
 
 def thp_defrag(path: Path = THP_DEFRAG) -> list[Disturbance]:
     """`always` makes page faults compact memory synchronously: stalls of milliseconds."""
-    text = _read(path)
+    text = read_or_empty(path)
     if "[always]" not in text:
         return []
     return [Disturbance("THP defrag", "transparent hugepage defrag is always (direct compaction in faults)",
@@ -181,7 +182,7 @@ def find(alive: Callable[[int], bool], own_paths: frozenset[str] = frozenset(),
 def _cpu_times() -> dict[int, tuple[int, int]]:
     """Per CPU: (busy jiffies, total jiffies) from /proc/stat."""
     times = {}
-    for line in _read(Path("/proc/stat")).splitlines():
+    for line in read_or_empty(Path("/proc/stat")).splitlines():
         name, *values = line.split()
         if not name.startswith("cpu") or name == "cpu":
             continue
@@ -189,10 +190,3 @@ def _cpu_times() -> dict[int, tuple[int, int]]:
         idle = numbers[3] + numbers[4]  # idle + iowait
         times[int(name[3:])] = (sum(numbers) - idle, sum(numbers))
     return times
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return ""

@@ -24,3 +24,12 @@ def write_durably(path: Path, text: str) -> None:
         os.fsync(directory)
     finally:
         os.close(directory)
+
+
+def read_or_empty(path: Path) -> str:
+    """A small kernel file's text, stripped; "" when it is missing or unreadable (a
+    feature this kernel lacks reads as nothing, for the callers that describe state)."""
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""

@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfline.system.files import read_or_empty
+
 TRACEFS = Path("/sys/kernel/tracing")
 # Kernels before 4.1, or tracefs reached through debugfs.
 DEBUGFS_TRACING = Path("/sys/kernel/debug/tracing")
@@ -63,8 +65,8 @@ def read_tracing(ignore_pids: frozenset[int] = frozenset()) -> TracingState:
         return TracingState(tracefs="", perf_events=perf)
     return TracingState(
         tracefs=str(root),
-        tracer=_read(root / "current_tracer") or "nop",
-        tracing_on=_read(root / "tracing_on"),
+        tracer=read_or_empty(root / "current_tracer") or "nop",
+        tracing_on=read_or_empty(root / "tracing_on"),
         events=tuple(_lines(root / "set_event")),
         kprobes=tuple(_probe_names(root / "kprobe_events")),
         uprobes=tuple(_probe_names(root / "uprobe_events")),
@@ -82,7 +84,7 @@ def perf_event_holders(ignore: frozenset[int] | set[int]) -> dict[str, int]:
         try:
             count = sum(1 for fd in (proc / "fd").iterdir() if os.readlink(fd) == PERF_EVENT_LINK)
             if count:
-                holders[f"{_read(proc / 'comm')}[{proc.name}]"] = count
+                holders[f"{read_or_empty(proc / 'comm')}[{proc.name}]"] = count
         except OSError:
             continue
     return holders
@@ -96,15 +98,8 @@ def _by_comm(holders: dict[str, int]) -> dict[str, int]:
     return counts
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return ""
-
-
 def _lines(path: Path) -> list[str]:
-    return [line.strip() for line in _read(path).splitlines() if line.strip()]
+    return [line.strip() for line in read_or_empty(path).splitlines() if line.strip()]
 
 
 def _probe_names(path: Path) -> list[str]:
