@@ -6,7 +6,7 @@ For sched-pipe (pinned to CPU 0) and tbench, `perfline ab`'s own loop (runner.
 execute_interleaved, ABBA pairs) measures the benchmark without monitors (A) against the
 same benchmark with the default monitors (B), then with every monitor that runs on this
 machine (B'), and prints the benchmark metric's change with its 95% CI and verdict
-(compare's rule). Target: the default monitors cost < 1%; a monitor that costs more is
+(compare's rule); `--each` gives sched-pipe one row per monitor. Target: the default monitors cost < 1%; a monitor that costs more is
 kept off by default and `perfline list` says so.
 """
 
@@ -85,6 +85,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="4 pairs, sched-pipe only: a smoke run")
+    parser.add_argument("--each", action="store_true",
+                        help="sched-pipe only, one row per monitor: which one costs what")
     args = parser.parse_args()
     pairs = 4 if args.quick else args.pairs
     everything = runnable_monitors()
@@ -94,6 +96,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         store = Store.open(f"sqlite:///{Path(scratch) / 'overhead.db'}")
         print(f"{pairs} interleaved pairs each; no monitors vs the monitors named")
+        if args.each:
+            benchmark, params, metric, tunables = benchmarks[0]
+            for name in everything:
+                line = overhead(store, benchmark, params, metric, (name,), pairs, tunables)
+                print(f"  {benchmark:<11} {name:<14} {line}")
+            return
         for benchmark, params, metric, tunables in benchmarks:
             for label, monitors in (("default", DEFAULT_MONITORS), ("every monitor", everything)):
                 line = overhead(store, benchmark, params, metric, monitors, pairs, tunables)

@@ -40,10 +40,13 @@ HARDWARE = (
     _counted("instructions", RATE, "instructions retired, all CPUs"),
 )
 IPC = Metric("perf-stat.ipc", "instructions/cycle", Direction.NEUTRAL, "instructions per cycle")
+# Without hardware counters, only events that fire rarely. task-clock and
+# context-switches, counted system-wide, run perf code on every context switch: they
+# made sched-pipe 3-5% slower (bench/monitor_overhead.py --each, 20 ABBA pairs, three
+# repeats: +4.1% [+1.1, +7.2], +3.1% [+0.7, +5.6], +4.0% [+1.6, +6.4]); without them
+# +0.5 to +0.7%, CI across 0. proc-stat already gives context switches/s for free, and
+# system-wide task-clock is about the CPU count times the interval.
 SOFTWARE = (
-    # System-wide, idle time counts too: this is about the CPU count times the interval.
-    _counted("task-clock", "msec", "CPU clock time counted on all CPUs"),
-    _counted("context-switches", RATE, "context switches"),
     _counted("cpu-migrations", RATE, "tasks moved between CPUs"),
     _counted("page-faults", RATE, "page faults"),
 )
