@@ -308,3 +308,17 @@ def test_doctor_names_a_cpu_hog_left_behind(tmp_path: Path) -> None:
     [hogs] = [d for d in found if d["what"] == "CPU hogs"]
     assert str(hog.pid) in hogs["detail"] and f"kill {hog.pid}" in hogs["fix"]
     assert any(d["what"] == "busy CPU" for d in found)  # the hog kept a CPU busy
+
+
+def test_a_sample_after_a_build_waits_for_the_cpus_to_go_quiet() -> None:
+    from perfline.system.disturbances import wait_for_quiet
+
+    cpus = len(os.sched_getaffinity(0))
+    hogs = [subprocess.Popen(["timeout", "1", *CPU_HOG]) for _ in range(cpus)]
+    try:
+        waited = wait_for_quiet(max_s=5.0)
+    finally:
+        for hog in hogs:
+            hog.wait()
+    assert 0.6 <= waited < 4.0  # the hogs ran 1 s: waited for them, then not much longer
+    assert wait_for_quiet(max_s=5.0) < 1.0  # quiet now: one window or a few

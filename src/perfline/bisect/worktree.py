@@ -54,6 +54,9 @@ class Builder:
         self.root = (root or cache_dir()) / digest
         # Results are keyed by the build command: changing the command rebuilds.
         self.key = hashlib.sha256(build.encode()).hexdigest()[:12]
+        # When the last build this process ran ended (time.monotonic()), if any: a
+        # sample right after it waits for the machine to settle (bisect.measure).
+        self.last_built_at: float | None = None
 
     def tree(self, sha: str) -> Path:
         """The commit's worktree, created on first use and again if it was cut short."""
@@ -106,7 +109,8 @@ class Builder:
             ok, output = proc.returncode == 0, proc.stdout + proc.stderr
         except subprocess.TimeoutExpired:
             ok, output = False, f"build timed out after {BUILD_TIMEOUT_S:.0f} s"
-        return Build(ok, time.monotonic() - started, tail(output), cached=False)
+        self.last_built_at = time.monotonic()
+        return Build(ok, self.last_built_at - started, tail(output), cached=False)
 
     def record(self, sha: str, build: Build) -> Build:
         """Written last and atomically: a build killed before this is built again."""

@@ -102,6 +102,24 @@ def busy_cpus(interval_s: float = 0.3, cpu: Path = CPU, ignore: frozenset[int] =
     return found
 
 
+def wait_for_quiet(max_s: float = 5.0, busy_pct: float = 25.0, window_s: float = 0.2) -> float:
+    """Wait until the machine's CPUs, together, were at most `busy_pct` busy over one
+    `window_s`, or `max_s` passed; the seconds waited. After a build, its last
+    processes, the writeback of what it wrote and the clock it raised still run: a
+    sample taken at once measures them too (one sample 7% off its level on lz4's
+    history was such a one)."""
+    started = time.monotonic()
+    while True:
+        before = _cpu_times()
+        time.sleep(window_s)
+        after = _cpu_times()
+        busy = sum(after[n][0] - before[n][0] for n in after if n in before)
+        total = sum(after[n][1] - before[n][1] for n in after if n in before)
+        waited = time.monotonic() - started
+        if total == 0 or 100.0 * busy / total <= busy_pct or waited >= max_s:
+            return waited
+
+
 def swap(meminfo: Path = Path("/proc/meminfo")) -> list[Disturbance]:
     fields = {line.split(":")[0]: line.split()[1] for line in read_or_empty(meminfo).splitlines() if ":" in line}
     used_kb = int(fields.get("SwapTotal", "0")) - int(fields.get("SwapFree", "0"))
@@ -187,6 +205,8 @@ def _cpu_times() -> dict[int, tuple[int, int]]:
         if not name.startswith("cpu") or name == "cpu":
             continue
         numbers = [int(v) for v in values[:8]]
-        idle = numbers[3] + numbers[4]  # idle + iowait
-        times[int(name[3:])] = (sum(numbers) - idle, sum(numbers))
+        # user nice system idle iowait irq softirq steal: busy is this guest's own work;
+        # steal (the host running others) is the pace guard's business, not a process here.
+        idle = numbers[3] + numbers[4]
+        times[int(name[3:])] = (sum(numbers[:7]) - idle, sum(numbers))
     return times
