@@ -124,7 +124,7 @@ def compare_sides(
     """Every metric of the baseline side against every other side. `paired`: the i-th
     values of the sides were measured back to back (interleaved A/B)."""
     # Imported here: scipy costs a second at start-up and only comparisons need it.
-    from perfline.stats.two_sample import ASSUMED_BETWEEN_RUN_CV_PCT, compare
+    from perfline.stats.two_sample import compare
 
     base, others = sides[0], sides[1:]
     rows = []
@@ -148,11 +148,7 @@ def compare_sides(
     notes = []
     single = [side.name for side in sides if len(side.runs) == 1]
     if single and not paired:
-        notes.append(
-            f"{' and '.join(single)}: one run, so the variation between runs is not measured; "
-            f"{ASSUMED_BETWEEN_RUN_CV_PCT:g}% is assumed (docs/statistics.md). `perfline ab` "
-            "interleaves the sides and needs no assumption; several runs a side measure it."
-        )
+        notes.append(one_run_note(single))
     adaptive = [side.name for side in sides if any(run.settings.get("repeat") == "auto" for run in side.runs)]
     if adaptive:
         notes.append(
@@ -177,6 +173,15 @@ def compare_sides(
         ],
         notes=notes,
     )
+
+
+def one_run_note(sides: list[str]) -> str:
+    """What a comparison with sides of one run must say: the assumption it made."""
+    from perfline.stats.two_sample import ASSUMED_BETWEEN_RUN_CV_PCT
+
+    return (f"{' and '.join(sides)}: one run, so the variation between runs is not measured; "
+            f"{ASSUMED_BETWEEN_RUN_CV_PCT:g}% is assumed (docs/statistics.md). `perfline ab` "
+            "interleaves the sides and needs no assumption; several runs a side measure it.")
 
 
 def _monitors_controlled_together(rows: list[MetricRow], alpha: float) -> list[MetricRow]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfline.analysis.comparison import CaseComparison, MetricRow, Side
+from perfline.analysis.comparison import CaseComparison, MetricRow, Side, one_run_note
 from perfline.analysis.series import SeriesError, csv_numbers, numeric_columns, read_csv_table
 from perfline.records.metric import Direction, Metric
 from perfline.stats.summary import summarize
@@ -62,11 +62,7 @@ def compare_csv(
             for metrics, runs in sides[1:]
         ]
         rows.append(MetricRow(metric, "benchmark", summarize(base_values), list(comparisons)))
-    notes = []
     single = [str(path) for path, (_, runs) in zip(paths, sides, strict=True) if len(set(runs)) == 1]
-    if single:
-        notes.append(f"{' and '.join(single)}: one run (a `run` column with one value), so the "
-                     "variation between runs is not measured and is assumed (docs/statistics.md)")
     return CaseComparison(
         benchmark="csv",
         case_key=", ".join(str(p) for p in paths),
@@ -74,5 +70,5 @@ def compare_csv(
         rows=rows,
         differences=[[] for _ in paths[1:]],
         profile_shifts=[[] for _ in paths[1:]],
-        notes=notes,
+        notes=[one_run_note(single)] if single else [],
     )

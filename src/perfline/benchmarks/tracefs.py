@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import re
 import time
 from abc import abstractmethod
 from collections.abc import Mapping
@@ -27,19 +26,13 @@ from perfline.benchmarks.base import (
 )
 from perfline.records.metric import Measurement
 from perfline.system.journal import Entry
-from perfline.system.kernel_state import KernelState, KernelStateError
+from perfline.system.kernel_state import KernelState, KernelStateError, lockdown_mode
 from perfline.system.process import CommandFailed, ToolMissing
 from perfline.system.tracing import DEBUGFS_TRACING, TRACEFS
 
 log = logging.getLogger(__name__)
 
 SECURITYFS = Path("/sys/kernel/security")
-
-
-def lockdown_mode(text: str) -> str | None:
-    """The active mode of /sys/kernel/security/lockdown, e.g. 'none [integrity] confidentiality'."""
-    found = re.search(r"\[(\w+)\]", text)
-    return found.group(1) if found else None
 
 
 def read_lockdown(kernel: KernelState) -> str:

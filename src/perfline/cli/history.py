@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -31,9 +31,6 @@ from perfline.report.regressions import (
 from perfline.report.series_view import history_table, write_png
 from perfline.store import RunNotFound, Store
 from perfline.targets import local
-
-if TYPE_CHECKING:
-    pass
 
 RepoOption = Annotated[
     Path | None,

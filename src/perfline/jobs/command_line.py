@@ -8,7 +8,7 @@ the option (`command line: --pin: ...`) or UserErrors, never half-applied option
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from perfline.benchmarks import BENCHMARKS
@@ -24,7 +24,8 @@ from perfline.records.job import COMMAND_LINE, Case, JobError, JobSpec
 
 @dataclass(frozen=True)
 class Target:
-    """`--target`, `--kernel`, `--cmdline`, `--vm-cpus`, `--vm-memory`, `--accel`."""
+    """`--target`, `--kernel`, `--cmdline`, `--vm-cpus`, `--vm-memory`, `--accel`; the field
+    names are `jobs.vm.with_target`'s keyword arguments."""
 
     target: str | None = None
     kernel: str | None = None
@@ -60,9 +61,7 @@ def build_job(request: CommandLineJob) -> tuple[JobSpec, Tunables]:
     job = _base(request)
     job, given = with_tunables(job, sysctl=request.sysctl, sysfs=request.sysfs, governor=request.governor,
                                pin=request.pin, load=request.load)
-    t = request.target
-    job = with_target(job, BENCHMARKS.get(job.benchmark), target=t.target, kernel=t.kernel, cmdline=t.cmdline,
-                      cpus=t.cpus, memory_mb=t.memory_mb, accel=t.accel)
+    job = with_target(job, BENCHMARKS.get(job.benchmark), **asdict(request.target))
     job = _with_repeat(job, request.repeat, request.precision, request.max_repeat)
     if request.warmup is not None:
         job = replace(job, warmup=request.warmup)
@@ -76,10 +75,7 @@ def build_ab(request: CommandLineJob, a: list[str], b: list[str], pairs: int) ->
     if request.warmup is not None:
         job = replace(job, warmup=request.warmup)
     job = replace(job, repeat=pairs, precision_pct=None)
-    t = request.target
-    options = {"target": t.target, "kernel": t.kernel, "cmdline": t.cmdline, "cpus": t.cpus,
-               "memory_mb": t.memory_mb, "accel": t.accel}
-    sides = [expand(apply_overrides(job, overrides, **options)) for overrides in (a, b)]
+    sides = [expand(apply_overrides(job, overrides, **asdict(request.target))) for overrides in (a, b)]
     if any(len(cases) != 1 for cases in sides):
         raise UserError("ab needs one case per side: remove the list values (matrix axes) from the job")
     (case_a,), (case_b,) = sides

@@ -37,6 +37,11 @@ class Interval:
             Measurement(metric, self.delta(counter) / self.seconds) for metric, counter in table
         ]
 
+    def present_rates(self, table: RateTable) -> list[Measurement]:
+        """`rates` of the counters this kernel has: a row of /proc/softirqs or
+        /proc/interrupts that an architecture or version lacks is left out, not an error."""
+        return self.rates(tuple((m, c) for m, c in table if c in self.after.values and c in self.before.values))
+
 
 class CounterMonitor(Monitor):
     """Subclasses say how to read their counters and what to make of an interval."""

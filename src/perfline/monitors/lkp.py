@@ -44,8 +44,7 @@ class Softirqs(CounterMonitor):
         return per_cpu_rows((PROC / "softirqs").read_text())
 
     def measure(self, interval: Interval) -> list[Measurement]:
-        return [Measurement(m, interval.delta(k) / interval.seconds)
-                for m, k in zip(self.metrics, SOFTIRQS, strict=True) if k in interval.after.values]
+        return interval.present_rates(tuple(zip(self.metrics, SOFTIRQS, strict=True)))
 
 
 # The architecture's own interrupts a scheduler or memory change moves (x86 names).
@@ -68,9 +67,7 @@ class Interrupts(CounterMonitor):
         return {**rows, "total": sum(v for k, v in rows.items() if k not in ("ERR", "MIS"))}
 
     def measure(self, interval: Interval) -> list[Measurement]:
-        lines = ["total", *INTERRUPT_LINES]
-        return [Measurement(m, interval.delta(k) / interval.seconds)
-                for m, k in zip(self.metrics, lines, strict=True) if k in interval.after.values]
+        return interval.present_rates(tuple(zip(self.metrics, ["total", *INTERRUPT_LINES], strict=True)))
 
 
 MEMINFO = ("MemAvailable", "Slab", "SUnreclaim", "PageTables", "AnonPages", "Shmem", "Dirty")

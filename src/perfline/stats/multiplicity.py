@@ -4,9 +4,10 @@ A comparison table tests the benchmark's own metrics and ~25 monitor metrics (CP
 shares, context switches, perf counters). Each at alpha = 0.01, 21.5% of tables with
 no change anywhere showed at least one false `*`. The benchmark's metrics are primary
 and keep alpha each (a job rarely has more than two). The monitor metrics are
-controlled together with Benjamini–Hochberg at alpha: among the changes the table flags
-in them, the expected share of false ones is at most alpha, and when nothing changed
-the chance of any flag is at most alpha.
+controlled together with Benjamini–Hochberg at the level given (analysis.comparison
+gives it half of alpha): among the changes the table flags in them, the expected share
+of false ones is at most that level, and when nothing changed so is the chance of any
+flag.
 """
 
 from __future__ import annotations

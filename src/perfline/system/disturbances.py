@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfline.system.files import read_or_empty
-from perfline.system.journal import journal_files, leftovers, state_dir, this_boot
+from perfline.system.journal import leftovers, state_dir, this_boot
 from perfline.system.process import CPU_HOG
-from perfline.system.tracing import TracingState, read_tracing
+from perfline.system.tracing import TRACEFS, TracingState, read_tracing
 
 CPU = Path("/sys/devices/system/cpu")
 THP_DEFRAG = Path("/sys/kernel/mm/transparent_hugepage/defrag")
@@ -39,7 +39,7 @@ class Disturbance:
 def tracing(state: TracingState, own_paths: frozenset[str] = frozenset()) -> list[Disturbance]:
     """Tracing that costs measurements; `own_paths`: tracefs files this perfline has
     journaled, whose state is its own doing."""
-    root = state.tracefs or "/sys/kernel/tracing"
+    root = state.tracefs or str(TRACEFS)
     found = []
     if state.tracer not in ("nop", ""):
         found.append(Disturbance("tracing", f"tracer {state.tracer} is on", f"echo nop > {root}/current_tracer"))
@@ -182,10 +182,8 @@ def cpu_hogs() -> list[Disturbance]:
 def find(alive: Callable[[int], bool], own_paths: frozenset[str] = frozenset(),
          busy_interval_s: float = 0.3) -> list[Disturbance]:
     """Every check, in the order a reader fixes them."""
-    directory = state_dir()
-    journals = dead_journals(directory, this_boot(), alive) if journal_files(directory) else []
     return [
-        *journals,
+        *dead_journals(state_dir(), this_boot(), alive),
         *tracing(read_tracing(), own_paths),
         *cpu_hogs(),
         *busy_cpus(busy_interval_s),

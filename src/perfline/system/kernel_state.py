@@ -4,7 +4,7 @@ Tunables (sysctls, sysfs knobs, governors) and the ftrace benchmarks' tracefs fi
 (`current_tracer`, `tracing_on`, `events/**/enable`, a tracefs mount) all go through
 `KernelState`: the old value reaches the journal (fsync'd) before the first write, so a
 perfline killed at any moment leaves a journal that the next perfline command restores
-(`restore_leftovers`). A benchmark gets one as `self.kernel`; tests/test_floor_plan.py
+(`restore_leftovers`). A benchmark gets one as `self.kernel`; tests/test_crash_safety.py
 checks that no benchmark or monitor writes a file any other way.
 
 A file a benchmark writes thousands of times (tracing_on in the ftrace loop) is
@@ -73,12 +73,18 @@ def refusal(exc: OSError, value: str) -> str:
     return f"{exc.strerror} (errno {exc.errno})"
 
 
+def lockdown_mode(text: str) -> str | None:
+    """The active mode of /sys/kernel/security/lockdown, e.g. 'none [integrity] confidentiality'."""
+    found = re.search(r"\[(\w+)\]", text)
+    return found.group(1) if found else None
+
+
 def _lockdown() -> str:
     try:
-        mode = re.search(r"\[(\w+)\]", LOCKDOWN.read_text())
+        mode = lockdown_mode(LOCKDOWN.read_text())
     except OSError:
         return ""
-    return f"; kernel lockdown: {mode.group(1)}" if mode and mode.group(1) != "none" else ""
+    return f"; kernel lockdown: {mode}" if mode and mode != "none" else ""
 
 
 def is_mounted(fstype: str, target: Path) -> bool:

@@ -8,7 +8,6 @@ from perfline.tunables.apply import (
     knobs,
     parse_cpu_list,
     read_back,
-    read_value,
 )
 
 __all__ = [
@@ -18,5 +17,4 @@ __all__ = [
     "knobs",
     "parse_cpu_list",
     "read_back",
-    "read_value",
 ]

@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from perfline.records.job import ParamValue
-from perfline.system.kernel_state import KernelState, KernelStateError
+from perfline.system.kernel_state import KernelState, KernelStateError, read_restorable
 
 PROC_SYS = Path("/proc/sys")
 CPUFREQ = Path("/sys/devices/system/cpu/cpufreq")
@@ -90,13 +89,6 @@ def read_back(tunables: Mapping[str, Mapping[str, ParamValue]]) -> dict[str, dic
     return found
 
 
-def read_value(path: Path) -> str:
-    """The current value; for `a [b] c` selection files, the selected word."""
-    text = path.read_text().strip()
-    selected = re.search(r"\[([^\]]+)\]", text)
-    return selected.group(1) if selected else text
-
-
 @contextmanager
 def applied(
     tunables: Mapping[str, Mapping[str, ParamValue]], kernel: KernelState
@@ -118,7 +110,7 @@ def applied(
         raise TunableError(f"{name}: {exc.reason}") from None
     try:
         with pinned(tunables.get("pin", {}).get("pin")) as cpus:
-            changes = {k.name: f"{e.old}→{read_value(k.path)}" for k, e in zip(planned, entries, strict=True)}
+            changes = {k.name: f"{e.old}→{read_restorable(k.path)}" for k, e in zip(planned, entries, strict=True)}
             if cpus is not None:
                 changes["pin"] = cpus
             yield changes
