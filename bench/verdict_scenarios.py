@@ -11,6 +11,8 @@ rule of analysis.comparison for whole tables); targets at alpha 0.01:
 - power: a 3% step in 1% noise (3 runs x 5 a side) >= 90%; a 5% step with 10%
   outliers at x3, n=20 >= 90%
 - coverage of the 95% CI of the change: 93-97%
+- `ab --pairs auto` (stats.sequential, at most 30 pairs): false significant on A/A <= 1.5%;
+  mean pairs to decide a 3% step and an A/A pair in 1% noise
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 
 from perfline.analysis.comparison import MetricRow, _monitors_controlled_together
 from perfline.records.metric import Direction, Metric
+from perfline.stats.sequential import SequentialPlan
 from perfline.stats.summary import summarize
 from perfline.stats.two_sample import compare
 
@@ -96,6 +99,29 @@ def ab_order(trials: int, seed: int, effect: float, abba: bool) -> float:
     return false / trials
 
 
+def pairs_auto(trials: int, seed: int, step: float, noise: Noise) -> None:
+    """`ab --pairs auto`: pairs drawn one at a time, stopped by the plan's looks."""
+    plan = SequentialPlan.up_to(30, 0.01)
+    rng = np.random.default_rng(seed)
+    used: list[int] = []
+    verdicts: dict[str, int] = {}
+    covered = 0
+    for _ in range(trials):
+        a: list[float] = []
+        b: list[float] = []
+        while not (a and plan.done(a, b, SCORE, 1.0)):
+            drift = rng.lognormal(0, 0.02)  # shared by the pair: the machine's slow spells
+            a.append(float(100 * drift * noise(rng, 1)[0]))
+            b.append(float(100 * (1 + step) * drift * noise(rng, 1)[0]))
+        final = plan.judge(a, b, SCORE, 1.0)
+        used.append(len(a))
+        verdicts[final.verdict] = verdicts.get(final.verdict, 0) + 1
+        covered += final.ci_pct[0] <= 100 * step <= final.ci_pct[1]
+    shares = ", ".join(f"{v} {100 * k / trials:.1f}%" for v, k in sorted(verdicts.items()))
+    print(f"  {100 * step:g}% step: mean pairs {np.mean(used):5.1f} (median {np.median(used):g}); {shares}; "
+          f"CI ({100 * plan.look_confidence:.4g}%) covers {100 * covered / trials:.1f}%")
+
+
 def tables(trials: int, seed: int, controlled: bool) -> float:
     rng = np.random.default_rng(seed)
     any_star = 0
@@ -132,6 +158,11 @@ def report(nulls: int, steps: int) -> None:
     print(f"\nab, 10 pairs, second of a pair 0.5% slower, {nulls} trials; target <= 1.5%")
     print(f"  A always first                {100 * ab_order(nulls, 40, 0.005, abba=False):5.1f}%")
     print(f"  ABBA (perfline ab)            {100 * ab_order(nulls, 40, 0.005, abba=True):5.1f}%")
+    print(f"\nab --pairs auto, at most 30 pairs, 1% noise and 2% drift shared by a pair; target A/A "
+          "regression/improvement <= 1.5%")
+    pairs_auto(nulls, 60, 0.0, lognormal(0.01))
+    pairs_auto(steps, 61, 0.03, lognormal(0.01))
+    pairs_auto(steps, 62, 0.0, outliers(0.01))
     n_tables = max(nulls // 4, 100)
     print(f"\nnull tables of 1 benchmark + 25 monitor metrics, {n_tables} tables; any false *, target <= 1.5%")
     print(f"  each metric at alpha          {100 * tables(n_tables, 50, controlled=False):5.1f}%")

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 DEFAULT_ALPHA = 0.01
 DEFAULT_FLOOR_PCT = 1.0
+DEFAULT_CONFIDENCE = 0.95
 # The monitor metrics of a table together get half of alpha: with the benchmark's own
 # metric at alpha, a table with no change anywhere shows any `*` at most ~1.5% of the
 # time (bench/verdict_scenarios.py; each metric at alpha: 24%).
@@ -106,6 +107,9 @@ class CaseComparison:
     # What the reader must know to trust the verdicts (one-run sides, the rule for
     # monitor metrics), one sentence each.
     notes: list[str] = field(default_factory=list)
+    # The level each benchmark metric was tested at, and its interval's confidence.
+    alpha: float = DEFAULT_ALPHA
+    confidence: float = DEFAULT_CONFIDENCE
 
     @property
     def cross_machine(self) -> bool:
@@ -120,6 +124,7 @@ def compare_sides(
     floor_pct: float = DEFAULT_FLOOR_PCT,
     metric_floors: Mapping[str, float] | None = None,
     paired: bool = False,
+    confidence: float = DEFAULT_CONFIDENCE,
 ) -> CaseComparison:
     """Every metric of the baseline side against every other side. `paired`: the i-th
     values of the sides were measured back to back (interleaved A/B)."""
@@ -136,7 +141,7 @@ def compare_sides(
             values = side.values(name)
             # Paired values are judged by their pairs; otherwise runs are the unit.
             comparisons.append(
-                compare(base_values, values, metric, alpha=alpha, floor_pct=floor, paired=paired,
+                compare(base_values, values, metric, alpha=alpha, confidence=confidence, floor_pct=floor, paired=paired,
                         base_runs=None if paired else base.run_labels(name),
                         other_runs=None if paired else side.run_labels(name))
                 if values
@@ -172,6 +177,8 @@ def compare_sides(
             for other_profile in (side_profile(side, store) for side in others)
         ],
         notes=notes,
+        alpha=alpha,
+        confidence=confidence,
     )
 
 

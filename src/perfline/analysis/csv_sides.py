@@ -71,4 +71,5 @@ def compare_csv(
         differences=[[] for _ in paths[1:]],
         profile_shifts=[[] for _ in paths[1:]],
         notes=[one_run_note(single)] if single else [],
+        alpha=alpha,
     )

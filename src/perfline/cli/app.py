@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +13,7 @@ from rich.table import Table
 from perfline import __version__
 from perfline.analysis.comparison import (
     DEFAULT_ALPHA,
+    DEFAULT_CONFIDENCE,
     DEFAULT_FLOOR_PCT,
     CaseComparison,
     Side,
@@ -24,6 +26,7 @@ from perfline.benchmarks import BENCHMARKS
 from perfline.cli.bisect import bisect_app
 from perfline.cli.common import (
     EXIT_FAILED,
+    EXIT_USAGE,
     console,
     fail,
     open_store,
@@ -41,7 +44,7 @@ from perfline.jobs import (
 from perfline.jobs.command_line import CommandLineJob, Target, build_ab, build_job
 from perfline.monitors import MONITORS
 from perfline.records.job import COMMAND_LINE, ParamValue
-from perfline.records.metric import Direction
+from perfline.records.metric import Direction, Metric
 from perfline.records.status import RunStatus
 from perfline.report.comparison_table import comparison_json, comparison_view
 from perfline.report.runs import (
@@ -52,6 +55,7 @@ from perfline.report.runs import (
     runs_table,
 )
 from perfline.runner import RunOutcome, execute, execute_interleaved
+from perfline.stats.sequential import DEFAULT_MAX_PAIRS, FIRST_LOOK, SequentialPlan
 from perfline.store import RunNotFound, Store, resolve_url
 from perfline.system.journal import journal_files, state_dir
 from perfline.tunables import TunableError, check_available
@@ -293,7 +297,7 @@ def compare(
 
         compared = compare_csv([Path(p) for p in what or []], column, Direction(direction), alpha=alpha,
                                floor_pct=floor)
-        _print_comparisons([compared], alpha, as_json)
+        _print_comparisons([compared], as_json, alpha)
         return
     if column:
         raise fail("--column goes with --csv")
@@ -315,7 +319,7 @@ def compare(
         compare_sides(sides, store, alpha=alpha, floor_pct=floor, metric_floors=floors)
         for sides in groups
     ]
-    _print_comparisons(comparisons, alpha, as_json)
+    _print_comparisons(comparisons, as_json, alpha)
 
 
 def _run_ids(items: list[str]) -> list[int]:
@@ -360,12 +364,14 @@ def _metric_floors(items: list[str]) -> dict[str, float]:
     return floors
 
 
-def _print_comparisons(comparisons: list[CaseComparison], alpha: float, as_json: bool) -> None:
+def _print_comparisons(comparisons: list[CaseComparison], as_json: bool, alpha: float) -> None:
+    """`alpha`: the one asked for, shown when there is no comparison to say its own."""
     if as_json:
+        alpha = comparisons[0].alpha if comparisons else alpha
         print(json.dumps({"alpha": alpha, "cases": [comparison_json(c) for c in comparisons]}, indent=2))
         return
     for comparison in comparisons:
-        console.print(comparison_view(comparison, alpha=alpha))
+        console.print(comparison_view(comparison))
 
 
 @app.command()
@@ -377,7 +383,12 @@ def ab(
     b: Annotated[
         list[str], typer.Option("--b", help="Side B override KIND:KEY=VALUE or kernel:NAME (repeat it).")
     ],
-    pairs: Annotated[int, typer.Option(min=2, help="A/B pairs to measure.")] = 10,
+    pairs: Annotated[
+        str, typer.Option(help="A/B pairs to measure, or auto: until the answer is decided (at most --max-pairs).")
+    ] = "10",
+    max_pairs: Annotated[
+        int, typer.Option(min=FIRST_LOOK, help="With --pairs auto: the most pairs to measure.")
+    ] = DEFAULT_MAX_PAIRS,
     param: Annotated[
         list[str] | None, typer.Option("--param", "-p", help="KEY=VALUE for both sides.")
     ] = None,
@@ -404,10 +415,18 @@ def ab(
     """Interleaved A/B: run two configurations alternately (A B A B …) and compare them."""
     request = CommandLineJob(what, param or [], monitor, no_monitors, warmup=warmup,
                              target=Target(target, kernel, cmdline, vm_cpus, vm_memory, accel))
-    case_a, case_b = build_ab(request, a, b, pairs)
+    plan = _sequential_plan(pairs, max_pairs, alpha)
+    most = plan.looks[-1] if plan else int(pairs)
+    case_a, case_b = build_ab(request, a, b, most)
+    floors = _metric_floors(metric_floor or [])
+
+    def decided(metric: Metric, base: list[float], other: list[float]) -> bool:
+        assert plan is not None
+        return plan.done(base, other, metric, floors.get(metric.name, floor))
+
     store = open_store()
     with running(store, [case_a, case_b], label, kernel_commit) as ctx:
-        outcomes = execute_interleaved(case_a, case_b, pairs, ctx)
+        outcomes = execute_interleaved(case_a, case_b, most, ctx, decided if plan else None)
     if len(outcomes) < 2 or any(o.repetitions == 0 for o in outcomes):
         raise fail(
             "nothing to compare: " + "; ".join(f"run {o.run_id} {o.status}: {o.error}" for o in outcomes),
@@ -420,14 +439,26 @@ def ab(
     comparison = compare_sides(
         run_sides,
         store,
-        alpha=alpha,
+        alpha=plan.look_alpha if plan else alpha,
+        confidence=plan.look_confidence if plan else DEFAULT_CONFIDENCE,
         floor_pct=floor,
-        metric_floors=_metric_floors(metric_floor or []),
+        metric_floors=floors,
         paired=True,
     )
-    _print_comparisons([comparison], alpha, as_json)
+    if plan:
+        comparison = replace(comparison, notes=[*comparison.notes, plan.note(min(o.repetitions for o in outcomes))])
+    _print_comparisons([comparison], as_json, alpha)
     if any(o.status != RunStatus.COMPLETED for o in outcomes):
         raise typer.Exit(EXIT_FAILED)
+
+
+def _sequential_plan(pairs: str, max_pairs: int, alpha: float) -> SequentialPlan | None:
+    """None for a fixed number of pairs; the looks of --pairs auto otherwise."""
+    if pairs == "auto":
+        return SequentialPlan.up_to(max_pairs, alpha)
+    if not pairs.isdigit() or int(pairs) < 2:
+        raise fail(f"--pairs {pairs!r}: give a number of pairs (2 or more) or auto", EXIT_USAGE)
+    return None
 
 
 app.command()(history)

@@ -184,7 +184,7 @@ def confirm_regression(
             updated, comparison = records.confirm(store, regression, found, ctx, pairs)
     except (RunNotFound, records.CannotConfirm, records.TransitionError) as exc:
         raise fail(str(exc), EXIT_FAILED) from None
-    console.print(comparison_view(comparison, alpha=0.01))
+    console.print(comparison_view(comparison))
     console.print(f"regression {updated.id}: [bold]{updated.status}[/bold] — {updated.note}")
 
 

@@ -25,7 +25,7 @@ VERDICT_STYLE = {"regression": "bold red", "improvement": "bold green", "changed
 MAX_CONFIG_ROWS = 40
 
 
-def comparison_view(comparison: CaseComparison, *, alpha: float) -> RenderableType:
+def comparison_view(comparison: CaseComparison) -> RenderableType:
     base = comparison.sides[0]
     parts: list[RenderableType] = [
         Text.assemble(
@@ -47,7 +47,7 @@ def comparison_view(comparison: CaseComparison, *, alpha: float) -> RenderableTy
         rows = [row for row in comparison.rows if row.source == source]
         shown = [row for row in rows if source == "benchmark" or not _all_zero(row)]
         if shown:
-            parts.append(_table(title, comparison, shown, alpha))
+            parts.append(_table(title, comparison, shown))
         if len(shown) < len(rows):
             parts.append(Text(f"{len(rows) - len(shown)} monitor metrics are zero on every "
                               "side and not shown", style="dim"))
@@ -84,9 +84,10 @@ def profile_table(title: str, shifts: list[SymbolShift]) -> Table:
     return table
 
 
-def _table(title: str, comparison: CaseComparison, rows: list[MetricRow], alpha: float) -> Table:
+def _table(title: str, comparison: CaseComparison, rows: list[MetricRow]) -> Table:
+    level = f"{100 * comparison.confidence:.4g}% CI"
     caption = (
-        f"mean ±%stddev (n); %change with its 95% CI; * significant: p < {alpha:g} and "
+        f"mean ±%stddev (n); %change with its {level}; * significant: p < {comparison.alpha:.2g} and "
         "beyond the practical floor"
     )
     table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
@@ -94,7 +95,7 @@ def _table(title: str, comparison: CaseComparison, rows: list[MetricRow], alpha:
     table.add_column(comparison.sides[0].name, justify="right", no_wrap=True)
     for side in comparison.sides[1:]:
         table.add_column(side.name, justify="right", no_wrap=True)
-        table.add_column("%change [95% CI]", justify="right", no_wrap=True)
+        table.add_column(f"%change [{level}]", justify="right", no_wrap=True)
         table.add_column("p", justify="right", no_wrap=True)
         table.add_column("", no_wrap=True, min_width=11)
     for row in rows:

@@ -23,7 +23,7 @@ from perfline.benchmarks.base import CommandBenchmark
 from perfline.monitors import MONITORS, Monitor, MonitorUnavailable, ProfilingMonitor
 from perfline.records.fingerprint import Fingerprint
 from perfline.records.job import AUTO_MIN_REPEAT, Case
-from perfline.records.metric import Measurement
+from perfline.records.metric import Measurement, Metric
 from perfline.records.status import RunStatus
 from perfline.runner.host_check import HostCheck
 from perfline.runner.load import cpu_hogs
@@ -108,6 +108,7 @@ class CaseRun:
         self.benchmark_cls = BENCHMARKS.get(case.benchmark)
         self.monitors: list[Monitor] = []
         self.values: list[float] = []  # the primary metric, for the adaptive run count
+        self.primary: Metric | None = None
         self.done = 0
         self.run_id = 0
         self.outcome: RunOutcome | None = None
@@ -195,6 +196,7 @@ class CaseRun:
                 store.add_profile(self.run_id, repetition, monitor.profile())
         self.done += 1
         if values:
+            self.primary = values[0].metric
             self.values.append(values[0].value)
         self.ctx.observer.step_done(self.run_id, repetition, values)
 
@@ -347,7 +349,8 @@ def execute(case: Case, ctx: RunContext) -> RunOutcome:
 
 
 def execute_interleaved(
-    case_a: Case, case_b: Case, pairs: int, ctx: RunContext
+    case_a: Case, case_b: Case, pairs: int, ctx: RunContext,
+    done: Callable[[Metric, list[float], list[float]], bool] | None = None,
 ) -> list[RunOutcome]:
     """A B, B A, A B, …: each pair measures both sides back to back so that drift of the
     machine (thermal, background load, page cache) affects both alike, and the order
@@ -355,6 +358,9 @@ def execute_interleaved(
     first (a warm cache, a raised clock) falls on both sides equally: with A always
     first, a 0.5% order effect gave 4.2% false verdicts. The order is stored with the
     runs (setting `order`).
+
+    `done(metric, a_values, b_values)`, asked after every pair with the primary metric,
+    ends the measuring early (`ab --pairs auto`); `pairs` is then the most there can be.
 
     Returns the outcomes of the runs that started: both, unless side A could not even
     be set up, in which case B was never created.
@@ -374,9 +380,14 @@ def execute_interleaved(
             for run in (a, b):
                 run.settings["order"] = ",".join(order)
                 run.save_settings()
-            for first_second in order:
+            for measured, first_second in enumerate(order, start=1):
                 for side in first_second:
                     (a if side == "A" else b).measure()
+                if (done is not None and measured < pairs and a.primary is not None
+                        and done(a.primary, a.values, b.values)):
+                    for run in (a, b):
+                        run.settings["order"] = ",".join(order[:measured])
+                    break
             a.save_settings()
             b.save_settings()
     except RUN_ERRORS:

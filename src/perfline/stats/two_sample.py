@@ -59,6 +59,22 @@ _RANK_EXACT_MAX_N = 8
 METHOD_LOG_RATIO = "welch-log-ratio"
 METHOD_PAIRED = "paired-log-ratio"
 METHOD_RAW = "welch-raw-fieller"
+# The same, on 20%-trimmed means of the log values (Yuen's test), chosen when outliers
+# are present: see _has_outliers.
+METHOD_TRIMMED = "yuen-trimmed-log-ratio"
+METHOD_PAIRED_TRIMMED = "paired-trimmed-log-ratio"
+
+# Yuen's trimming: 20% off each end is the usual compromise (Wilcox) between the mean's
+# efficiency on clean data and the median's resistance; with 10% of samples at x3 it
+# keeps 89% power for a 5% step at n=20 where the mean's test has 2%.
+TRIM = 0.2
+# The trimmed test judges only from this many values a side, and only when some value
+# is this far out (modified z-score). Below ten values trimming keeps too few degrees
+# of freedom to pay for itself; at z 3.5 (the marker shown to readers) a fair normal
+# sample of 20 would be trimmed 13% of the time, at 5 under 1%, while a sample at x3 in
+# 1% noise scores in the hundreds.
+TRIM_MIN_SAMPLES = 10
+TRIM_OUTLIER_Z = 5.0
 
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
@@ -175,6 +191,7 @@ def compare(
         method = METHOD_PAIRED
     estimate: _Estimate | None = None
     unit = "pairs" if method == METHOD_PAIRED else "samples"
+    change_pct = _change_pct(base_summary.mean, other_summary.mean)
     if min(len(b), len(o)) < 2:
         ci_pct, p_value, p_rank = (math.nan, math.nan), math.nan, math.nan
     elif np.ptp(np.concatenate([b, o])) == 0:
@@ -185,18 +202,25 @@ def compare(
             ci = _fieller(b, o, confidence)
             p_value = _difference(b, o).p_value()
         else:
+            trimmed = min(len(b), len(o)) >= TRIM_MIN_SAMPLES and _has_outliers(b, o, paired=method == METHOD_PAIRED)
             if method == METHOD_PAIRED:
-                estimate = _paired_log_ratio(b, o)
+                estimate = _paired_log_ratio(b, o, trimmed)
+                method = METHOD_PAIRED_TRIMMED if trimmed else method
             else:
-                base_side, other_side = _side(b, base_runs), _side(o, other_runs)
+                base_side, other_side = _side(b, base_runs, trimmed), _side(o, other_runs, trimmed)
                 estimate = _log_ratio(base_side, other_side)
+                method = METHOD_TRIMMED if trimmed else method
                 if "runs" in (base_side.unit, other_side.unit):
                     unit = "runs"
+            if trimmed:
+                # The change is then the ratio of the trimmed levels, so that the
+                # interval and the test are about the number shown.
+                change_pct = 100 * math.expm1(estimate.value)
             ci = estimate.interval(confidence)
             p_value = estimate.p_value()
         ci_pct = (100 * ci[0], 100 * ci[1])
-        p_rank = _signed_rank_p_value(b, o) if method == METHOD_PAIRED else _rank_p_value(b, o, seed)
-    change_pct = _change_pct(base_summary.mean, other_summary.mean)
+        paired_rank = method in (METHOD_PAIRED, METHOD_PAIRED_TRIMMED)
+        p_rank = _signed_rank_p_value(b, o) if paired_rank else _rank_p_value(b, o, seed)
     enough = min(len(b), len(o)) >= MIN_SAMPLES
     significant = enough and p_value < alpha and abs(change_pct) > floor_pct
     verdict = _verdict(metric.direction, change_pct, ci_pct, significant, enough, floor_pct)
@@ -276,8 +300,8 @@ def detectable_change_pct(
     return 100 * math.expm1(log_change)
 
 
-def outlier_indexes(values: Sequence[float] | NDArray[np.float64]) -> tuple[int, ...]:
-    """Indexes of values whose modified z-score exceeds 3.5 (Iglewicz–Hoaglin).
+def outlier_indexes(values: Sequence[float] | NDArray[np.float64], z: float = OUTLIER_Z) -> tuple[int, ...]:
+    """Indexes of values whose modified z-score exceeds `z`, 3.5 by default (Iglewicz–Hoaglin).
 
     Robust: the median and MAD are not pulled by the outliers they are meant to find.
     Outliers are reported for the reader, never removed from the statistics.
@@ -289,7 +313,7 @@ def outlier_indexes(values: Sequence[float] | NDArray[np.float64]) -> tuple[int,
         scale = _MEAN_AD_TO_SIGMA * deviation.mean()
     if scale == 0:
         return ()
-    return tuple(int(i) for i in np.flatnonzero(deviation > OUTLIER_Z * scale))
+    return tuple(int(i) for i in np.flatnonzero(deviation > z * scale))
 
 
 def _finite(values: Sequence[float], side: str) -> NDArray[np.float64]:
@@ -301,10 +325,10 @@ def _finite(values: Sequence[float], side: str) -> NDArray[np.float64]:
 
 @dataclass(frozen=True)
 class _Side:
-    """One side's log mean: its variance (relative, delta method), degrees of freedom,
+    """One side's log level: its variance (relative, delta method), degrees of freedom,
     how many units it has, and what a unit is."""
 
-    mean: float
+    log_level: float
     relvar: float
     df: float
     count: int
@@ -312,24 +336,67 @@ class _Side:
     assumed: float = 0.0  # the part of relvar that is assumed, not measured
 
 
-def _side(data: NDArray[np.float64], runs: Sequence[int] | None) -> _Side:
+def _side(data: NDArray[np.float64], runs: Sequence[int] | None, trimmed: bool = False) -> _Side:
     """Runs as the unit: several runs by their means, one run with the assumed
-    between-run variance added; without run labels, the values as independent."""
+    between-run variance added; without run labels, the values as independent.
+    `trimmed` takes 20%-trimmed means of the log values (Yuen) for every mean."""
     if runs is None:
-        return _Side(float(data.mean()), _relative_variance_of_mean(data), len(data) - 1.0, len(data), "samples")
+        level, relvar, df = _trimmed_log_mean(data) if trimmed else _log_mean(data)
+        return _Side(level, relvar, df, len(data), "samples")
     labels = np.asarray(runs)
     if len(labels) != len(data):
         raise ValueError("one run label per value")
     groups = [data[labels == run] for run in dict.fromkeys(labels.tolist())]
-    mean = float(data.mean())
     if len(groups) >= 2:
-        means = np.array([g.mean() for g in groups])
-        return _Side(mean, float(means.var(ddof=1) / len(means) / mean**2), len(means) - 1.0, len(means), "runs")
-    within = _relative_variance_of_mean(data)
+        if trimmed:
+            levels = np.array([_trimmed_log_mean(g)[0] for g in groups])
+            level, relvar = float(levels.mean()), float(levels.var(ddof=1) / len(levels))
+        else:
+            # The log of the side's mean (so the interval holds change_pct), its
+            # variance from the spread of the run means.
+            means = np.array([g.mean() for g in groups])
+            level = math.log(float(data.mean()))
+            relvar = float(means.var(ddof=1) / len(means) / data.mean() ** 2)
+        return _Side(level, relvar, len(groups) - 1.0, len(groups), "runs")
+    level, within, within_df = _trimmed_log_mean(data) if trimmed else _log_mean(data)
     assumed = (ASSUMED_BETWEEN_RUN_CV_PCT / 100) ** 2
     # Satterthwaite: only the measured part carries the uncertainty of an estimate.
-    df = (len(data) - 1.0) * ((within + assumed) / within) ** 2 if within > 0 else math.inf
-    return _Side(mean, within + assumed, df, len(data), "samples", assumed)
+    df = within_df * ((within + assumed) / within) ** 2 if within > 0 else math.inf
+    return _Side(level, within + assumed, df, len(data), "samples", assumed)
+
+
+def _log_mean(data: NDArray[np.float64]) -> tuple[float, float, float]:
+    """log of the mean, its delta-method variance, and its degrees of freedom. A run of
+    one value has no variance of its own (0, and the run means carry it)."""
+    if len(data) < 2:
+        return math.log(float(data.mean())), 0.0, 0.0
+    return math.log(float(data.mean())), _relative_variance_of_mean(data), len(data) - 1.0
+
+
+def _trimmed_log_mean(data: NDArray[np.float64]) -> tuple[float, float, float]:
+    """20%-trimmed mean of the log values, its variance from the winsorized variance
+    (Yuen: (n-1)·s_w² / (h(h-1)), h values kept) and h - 1 degrees of freedom."""
+    logs = np.sort(np.log(data))
+    n = len(logs)
+    g = math.floor(TRIM * n)
+    h = n - 2 * g
+    if h < 2:
+        return float(np.median(logs)), 0.0, 0.0
+    winsorized = np.clip(logs, logs[g], logs[n - g - 1])
+    variance = float(winsorized.var(ddof=1)) * (n - 1) / (h * (h - 1))
+    return float(logs[g : n - g].mean()), variance, h - 1.0
+
+
+def _has_outliers(b: NDArray[np.float64], o: NDArray[np.float64], *, paired: bool) -> bool:
+    """Whether the trimmed test should judge: some log value is an outlier (modified
+    z-score) among both sides pooled, each centred on its own median so that a shift
+    between them is not taken for outliers; for pairs, among the pairs' log ratios.
+    The choice depends only on the pooled shapes, not on which side a value came from,
+    so under no change it does not favour either test's false alarms."""
+    if paired:
+        return bool(outlier_indexes(np.log(o / b), TRIM_OUTLIER_Z))
+    lb, lo = np.log(b), np.log(o)
+    return bool(outlier_indexes(np.concatenate([lb - np.median(lb), lo - np.median(lo)]), TRIM_OUTLIER_Z))
 
 
 def _relative_variance_of_mean(data: NDArray[np.float64]) -> float:
@@ -353,7 +420,7 @@ def _log_ratio(b: _Side, o: _Side) -> _Estimate:
     parts = sum(v**2 / df for v, df in ((b.relvar, b.df), (o.relvar, o.df)) if v > 0 and math.isfinite(df))
     df = total**2 / parts if parts > 0 else float(b.count + o.count - 2)
     return _Estimate(
-        value=math.log(o.mean / b.mean),
+        value=o.log_level - b.log_level,
         se=math.sqrt(total),
         df=df,
         count=min(b.count, o.count),
@@ -361,14 +428,19 @@ def _log_ratio(b: _Side, o: _Side) -> _Estimate:
     )
 
 
-def _paired_log_ratio(b: NDArray[np.float64], o: NDArray[np.float64]) -> _Estimate:
+def _paired_log_ratio(b: NDArray[np.float64], o: NDArray[np.float64], trimmed: bool = False) -> _Estimate:
     """log(mean_o / mean_b) for pairs measured back to back.
 
     The delta-method variance of the log ratio is Var(o_i/mean_o - b_i/mean_b)/n when the
     pairs may be correlated: a slow phase of the machine that slows both members of a
     pair adds to both terms and cancels in their difference. Same estimand as the
     unpaired form (the ratio of the arithmetic means), n - 1 degrees of freedom.
+    `trimmed`: the 20%-trimmed mean of the pairs' log ratios instead (Tukey–McLaughlin),
+    which a few wild pairs cannot move.
     """
+    if trimmed:
+        level, variance, df = _trimmed_log_mean(o / b)
+        return _Estimate(value=level, se=math.sqrt(variance), df=df, count=len(b))
     relative = o / o.mean() - b / b.mean()
     return _Estimate(
         value=math.log(o.mean() / b.mean()),
