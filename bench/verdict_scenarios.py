@@ -158,7 +158,7 @@ def report(nulls: int, steps: int) -> None:
     print(f"\nab, 10 pairs, second of a pair 0.5% slower, {nulls} trials; target <= 1.5%")
     print(f"  A always first                {100 * ab_order(nulls, 40, 0.005, abba=False):5.1f}%")
     print(f"  ABBA (perfline ab)            {100 * ab_order(nulls, 40, 0.005, abba=True):5.1f}%")
-    print(f"\nab --pairs auto, at most 30 pairs, 1% noise and 2% drift shared by a pair; target A/A "
+    print("\nab --pairs auto, at most 30 pairs, 1% noise and 2% drift shared by a pair; target A/A "
           "regression/improvement <= 1.5%")
     pairs_auto(nulls, 60, 0.0, lognormal(0.01))
     pairs_auto(steps, 61, 0.03, lognormal(0.01))

@@ -99,7 +99,7 @@ def test_no_change_only_when_the_interval_is_inside_the_floor() -> None:
     wide = compare(rng.lognormal(0, 0.05, 5), rng.lognormal(0, 0.05, 5), SCORE)
     assert wide.verdict == "inconclusive" and wide.more_samples is not None and wide.more_samples > 5
     narrow = compare(100 * rng.lognormal(0, 0.003, 30), 100 * rng.lognormal(0, 0.003, 30), SCORE)
-    assert -1 < narrow.ci_pct[0] and narrow.ci_pct[1] < 1 and narrow.verdict == "no change"
+    assert narrow.ci_pct[0] > -1 and narrow.ci_pct[1] < 1 and narrow.verdict == "no change"
     # The case of the issue: a large change seen, not significant at 0.01: not "no change".
     seen = compare([1.0, 1.02, 0.98, 1.01, 0.99, 1.0], [0.6, 0.65, 0.62, 0.9, 0.95, 0.63], SCORE)
     assert not seen.significant and seen.ci_pct[1] < -1 and seen.verdict == "inconclusive"
