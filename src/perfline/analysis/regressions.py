@@ -7,10 +7,11 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from perfline.analysis.comparison import CaseComparison, Side, compare_sides
+from perfline.analysis.comparison import DEFAULT_FLOOR_PCT, CaseComparison, Side, compare_sides
 from perfline.analysis.series import Series, judge
 from perfline.records.fingerprint import Fingerprint
 from perfline.records.job import ACCELS, Case, VmSpec
+from perfline.records.metric import Metric
 from perfline.records.status import RegressionStatus
 from perfline.runner import RunContext, execute_interleaved
 from perfline.store import Regression, RunDetail, Store
@@ -18,6 +19,7 @@ from perfline.targets.kernels import KernelError, get_kernel
 
 if TYPE_CHECKING:
     from perfline.stats.changepoint import ChangePoint
+    from perfline.stats.sequential import SequentialPlan
 
 STATUSES = tuple(RegressionStatus)
 # Who may follow whom: a confirmed change gets bisected and later fixed; a false alarm
@@ -41,7 +43,8 @@ MARGIN = 5
 
 
 def record(
-    store: Store, series: Series, change: ChangePoint, claimed: Collection[int] = ()
+    store: Store, series: Series, change: ChangePoint, claimed: Collection[int] = (), *,
+    tracker: str | None = None, good: str | None = None, bad: str | None = None,
 ) -> tuple[Regression, bool]:
     """Store the change point as a regression/improvement record unless it is known.
 
@@ -75,6 +78,9 @@ def record(
             note=None,
             detected_at=after.started_at,
             updated_at=after.started_at,
+            tracker=tracker,
+            good=good,
+            bad=bad,
         ),
         near=near,
         claimed=claimed,
@@ -253,16 +259,30 @@ def _case(detail: RunDetail, pairs: int, vm: VmSpec | None = None,
 
 
 def confirm(
-    store: Store, regression: Regression, found: Reproduction, ctx: RunContext, pairs: int
+    store: Store, regression: Regression, found: Reproduction, ctx: RunContext, pairs: int, *,
+    ctx_after: RunContext | None = None, plan: SequentialPlan | None = None,
 ) -> tuple[Regression, CaseComparison]:
     """Re-run both sides as `reproduction` found them, interleaved; confirmed when the
-    change shows again, with the same sign and significance, else a false alarm."""
-    outcomes = execute_interleaved(found.before, found.after, pairs, ctx)
+    change shows again, with the same sign and significance, else a false alarm.
+
+    `ctx_after`: the after side's own context (a tracker's two commits, each in its
+    built tree). `plan`: stop once its looks decide (at most `pairs`), judged at its
+    levels; without it, `pairs` pairs at the usual alpha."""
+
+    def decided(metric: Metric, base: list[float], other: list[float]) -> bool:
+        assert plan is not None
+        return plan.done(base, other, metric, DEFAULT_FLOOR_PCT)
+
+    outcomes = execute_interleaved(found.before, found.after, pairs, ctx, decided if plan else None, ctx_after)
     if len(outcomes) < 2 or any(o.repetitions < 2 for o in outcomes):
         raise CannotConfirm("the re-runs failed: " + "; ".join(f"run {o.run_id}: {o.error}" for o in outcomes))
     sides = [Side(f"{name} (run {o.run_id})", [store.get_run(o.run_id)])
              for name, o in zip(("before", "after"), outcomes, strict=True)]
-    comparison = compare_sides(sides, store, paired=True)
+    if plan is None:
+        comparison = compare_sides(sides, store, paired=True)
+    else:
+        comparison = compare_sides(sides, store, paired=True, alpha=plan.look_alpha,
+                                   confidence=plan.look_confidence)
     [row] = [r for r in comparison.rows if r.metric.name == regression.metric]
     again = row.others[0]
     if again is None:

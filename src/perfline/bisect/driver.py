@@ -147,9 +147,11 @@ def drive(
     measure: Measure,
     progress: Progress = lambda event, runs, top: None,
     guard: PaceGuard | None = None,
+    allowed: Callable[[], bool] | None = None,
 ) -> Outcome:
     """Run the bisection to its end. With `guard`, a sample the machine ran slow for is
-    stored as unsteady and taken again."""
+    stored as unsteady and taken again. `allowed()` is asked before every probe: False
+    stops the bisection resumably (a tracker's budget for the day is spent)."""
     record = store.bisection(bisection_id)
     bisection = replay(store, record)
     built = {b.commit_index: b.ok for b in store.bisect_builds(record.id)}
@@ -189,6 +191,9 @@ def drive(
                           "if the benchmark measures against itself)", fatal=False)
 
     while (probe := bisection.next_probe()) is not None:
+        if allowed is not None and not allowed():
+            raise BisectError(f"bisection {record.id} paused after {bisection.runs} runs: the budget is spent; "
+                              "it resumes where it stopped", fatal=False)
         if not ready(probe):
             bisection.mark_untestable(probe)
             progress(f"{commits[probe].sha[:12]} does not build: untestable", bisection.runs, 0.0)

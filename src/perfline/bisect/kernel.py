@@ -132,8 +132,8 @@ def kernel_name(bisection_id: int, sha: str) -> str:
     return f"bisect-{bisection_id}-{sha[:12]}"
 
 
-def register(kept: Path, bisection_id: int, sha: str) -> Kernel:
-    """The commit's kept build as a registered kernel.
+def register(kept: Path, name: str, sha: str) -> Kernel:
+    """The commit's kept build as a registered kernel named `name`.
 
     The same image again is a no-op; a rebuilt one (its kept files were deleted and
     built anew, so the build stamp differs) replaces it under the same name.
@@ -142,7 +142,7 @@ def register(kept: Path, bisection_id: int, sha: str) -> Kernel:
     if not image.is_file():
         raise KernelBisectError(f"{sha[:12]}: the build left no {IMAGE} (see {kept / LOG_NAME})")
     config = kept / KEPT_CONFIG
-    return add_image(image, kernel_name(bisection_id, sha), config=config if config.is_file() else None,
+    return add_image(image, name, config=config if config.is_file() else None,
                      source=f"git:{sha} built in {kept}", replace=True)
 
 

@@ -86,7 +86,7 @@ def measurement(store: Store, record: BisectionRecord, case: Case, builder: Buil
         here, tree = case, None
         if isinstance(builder, kernel.KernelBuilder):
             try:
-                built = kernel.register(builder.kept(commit.sha), record.id, commit.sha)
+                built = kernel.register(builder.kept(commit.sha), kernel.kernel_name(record.id, commit.sha), commit.sha)
             except (kernel.KernelBisectError, KernelError) as exc:
                 raise MeasureFailed(str(exc)) from exc
             here = kernel.with_kernel(case, built.name)

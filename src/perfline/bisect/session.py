@@ -194,12 +194,13 @@ def probe_case_of(record: BisectionRecord, booted: bool) -> Case:
 
 
 def run(store: Store, record: BisectionRecord, progress: Progress, notify: Notify,
-        pace_tolerance: float | None = TOLERANCE) -> Outcome:
+        pace_tolerance: float | None = TOLERANCE, allowed: Callable[[], bool] | None = None) -> Outcome:
     """Carry the bisection out from where its stored samples leave it to its end.
 
     A bisection that cannot start (an endpoint does not build or cannot be measured) is
     stored as failed; one stopped by a machine that stays slow stays running, to resume.
     Either raises BisectionFailed. At its end the worktrees it made are removed.
+    `allowed`: asked before every probe; False pauses the bisection (resumable).
     """
     if record.status == BisectionStatus.FAILED:
         raise UserError(f"bisection {record.id} failed: {(record.result or {}).get('error', '?')}; "
@@ -217,7 +218,7 @@ def run(store: Store, record: BisectionRecord, progress: Progress, notify: Notif
         guard.settle()
     with measurement(store, record, case, builder, notify) as measure:
         try:
-            outcome = drive(store, record.id, builder, commits, measure, progress, guard)
+            outcome = drive(store, record.id, builder, commits, measure, progress, guard, allowed)
         except BisectError as exc:
             if exc.fatal:
                 store.finish_bisection(record.id, BisectionStatus.FAILED, {"error": str(exc)})

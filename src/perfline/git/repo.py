@@ -186,3 +186,12 @@ def remove_worktree(repo: Path, path: Path) -> None:
 def prune_worktrees(repo: Path) -> None:
     """Drop git's records (.git/worktrees/*) of worktrees whose directory is gone."""
     _git(repo, "worktree", "prune", check=False)
+
+
+def clone_or_fetch(url: str, path: Path) -> None:
+    """A clone of `url` at `path`, brought up to date (`origin/*` refs) if it exists."""
+    if (path / ".git").exists():
+        _out(path, "fetch", "--quiet", "--tags", "origin")
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _out(path.parent, "clone", "--quiet", url, str(path))

@@ -78,6 +78,12 @@ def load_job(path: Path | str) -> JobSpec:
     return _Parser(path, text).parse()
 
 
+def job_from_node(path: Path, text: str, node: Node, name: str) -> JobSpec:
+    """An inline job: `node`, a mapping within the YAML file `path` (whose `text` it was
+    composed from), read like a job file of its own named `name`; errors name its lines."""
+    return _Parser(path, text).job(node, name)
+
+
 def job_from_benchmark(
     benchmark: str,
     params: Mapping[str, Any] | None = None,
@@ -318,7 +324,10 @@ class _Parser:
             raise JobError(
                 self.path, 1, "empty job file: expected a mapping with a 'benchmark' key"
             )
-        top = self.mapping(root, "the job file")
+        return self.job(root, self.path.stem)
+
+    def job(self, root: Node, name: str) -> JobSpec:
+        top = self.mapping(root, "the job")
         for key, (key_node, _) in top.items():
             if key not in TOP_KEYS:
                 raise self.error(key_node, _unknown("key", key, TOP_KEYS))
@@ -329,7 +338,6 @@ class _Parser:
         benchmark = self.string(benchmark_node, "benchmark")
         cls = benchmark_class(benchmark, self.at(benchmark_node))
 
-        name = self.path.stem
         if "name" in top:
             name = self.string(top["name"][1], "name").strip()
             if not name:

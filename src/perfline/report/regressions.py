@@ -25,17 +25,20 @@ def regression_json(r: Regression) -> dict[str, Any]:
         "kind": r.kind, "change_pct": r.change_pct, "ci_pct": list(r.ci_pct),
         "strength": r.strength, "status": r.status, "note": r.note,
         "detected_at": r.detected_at.isoformat(), "updated_at": r.updated_at.isoformat(),
+        "tracker": r.tracker, "good": r.good, "bad": r.bad, "bisection": r.bisection_id,
+        "culprit": r.culprit, "culprit_subject": r.culprit_subject,
     }
 
 
 def regressions_table(listed: Sequence[Regression]) -> Table:
     table = Table(title="regressions", title_justify="left")
-    for name in ("id", "status", "kind", "metric", "case", "runs", "change [95% CI]", "note"):
+    for name in ("id", "status", "kind", "metric", "case", "runs", "change [95% CI]", "culprit", "note"):
         table.add_column(name, overflow="fold")
     for r in listed:
+        culprit = f"{r.culprit[:12]} {r.culprit_subject}" if r.culprit else ""
         table.add_row(str(r.id), r.status, Text(r.kind, style=KIND_STYLE[r.kind]), r.metric, r.case_key,
                       f"{r.before_run_id} → {r.after_run_id}",
-                      f"{r.change_pct:+.1f}% [{r.ci_pct[0]:+.1f}, {r.ci_pct[1]:+.1f}]", r.note or "")
+                      f"{r.change_pct:+.1f}% [{r.ci_pct[0]:+.1f}, {r.ci_pct[1]:+.1f}]", culprit, r.note or "")
     return table
 
 

@@ -351,6 +351,7 @@ def execute(case: Case, ctx: RunContext) -> RunOutcome:
 def execute_interleaved(
     case_a: Case, case_b: Case, pairs: int, ctx: RunContext,
     done: Callable[[Metric, list[float], list[float]], bool] | None = None,
+    ctx_b: RunContext | None = None,
 ) -> list[RunOutcome]:
     """A B, B A, A B, …: each pair measures both sides back to back so that drift of the
     machine (thermal, background load, page cache) affects both alike, and the order
@@ -361,6 +362,7 @@ def execute_interleaved(
 
     `done(metric, a_values, b_values)`, asked after every pair with the primary metric,
     ends the measuring early (`ab --pairs auto`); `pairs` is then the most there can be.
+    `ctx_b`: side B's own context (another commit's built tree), else both share `ctx`.
 
     Returns the outcomes of the runs that started: both, unless side A could not even
     be set up, in which case B was never created.
@@ -369,8 +371,8 @@ def execute_interleaved(
         case_b.benchmark
     ).exclusive
     a, b = (
-        CaseRun(case, ctx, hold_setup=not exclusive, tune_per_step=True, settings={"interleaved": name})
-        for case, name in ((case_a, "A"), (case_b, "B"))
+        CaseRun(case, here, hold_setup=not exclusive, tune_per_step=True, settings={"interleaved": name})
+        for case, name, here in ((case_a, "A", ctx), (case_b, "B", ctx_b or ctx))
     )
     try:
         with a, b:

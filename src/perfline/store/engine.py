@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +78,8 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA synchronous=FULL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+def aware(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; everything perfline writes is UTC."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

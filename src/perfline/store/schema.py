@@ -128,6 +128,45 @@ class RegressionRow(Base):
     note: Mapped[str | None] = mapped_column(Text)
     detected_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+    # Set when a tracker found it: the tracker, the tested commits around the change,
+    # the bisection that narrowed it and the commit it found.
+    tracker: Mapped[str | None] = mapped_column(String(100), index=True)
+    good: Mapped[str | None] = mapped_column(String(64))
+    bad: Mapped[str | None] = mapped_column(String(64))
+    bisection_id: Mapped[int | None] = mapped_column(ForeignKey("bisections.id", ondelete="SET NULL"))
+    culprit: Mapped[str | None] = mapped_column(String(64))
+    culprit_subject: Mapped[str | None] = mapped_column(Text)
+
+
+class TrackerRow(Base):
+    """A tracker (`perfline track`): its file and what its first run fixed for good."""
+
+    __tablename__ = "trackers"
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    file: Mapped[str] = mapped_column(Text)
+    repo: Mapped[str] = mapped_column(Text)
+    branch: Mapped[str] = mapped_column(String(200))
+    # `since` resolved on the first run and kept, so the selection does not slide.
+    since: Mapped[str] = mapped_column(String(64))
+    head: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class DailyNumberRow(Base):
+    """The tracker's one number per tested commit (docs/track.md)."""
+
+    __tablename__ = "daily_numbers"
+    __table_args__ = (UniqueConstraint("tracker", "commit"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tracker: Mapped[str] = mapped_column(ForeignKey("trackers.name", ondelete="CASCADE"), index=True)
+    commit: Mapped[str] = mapped_column(String(64))
+    position: Mapped[int] = mapped_column(Integer)  # first-parent index from `since`
+    subject: Mapped[str] = mapped_column(Text)
+    value: Mapped[float] = mapped_column(Float)
+    low: Mapped[float] = mapped_column(Float)
+    high: Mapped[float] = mapped_column(Float)
+    tested_at: Mapped[datetime]
 
 
 class BisectionRow(Base):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,7 +20,7 @@ from perfline.records.profile import ProfileEntry
 from perfline.records.status import RunStatus
 from perfline.store import migrate
 from perfline.store.bisections import BisectionQueries
-from perfline.store.engine import StoreUnavailable, connect, resolve_url
+from perfline.store.engine import StoreUnavailable, aware, connect, resolve_url
 from perfline.store.schema import (
     KernelConfig,
     MetricRow,
@@ -28,6 +29,7 @@ from perfline.store.schema import (
     RunRow,
     SampleRow,
 )
+from perfline.store.trackers import TrackerQueries
 
 
 class RunNotFound(LookupError):
@@ -107,9 +109,17 @@ class Regression:
     note: str | None
     detected_at: datetime
     updated_at: datetime
+    # What a tracker adds: its name, the tested commits around the change (good: last
+    # before, bad: first after), the bisection that narrowed it and the culprit it found.
+    tracker: str | None = None
+    good: str | None = None
+    bad: str | None = None
+    bisection_id: int | None = None
+    culprit: str | None = None
+    culprit_subject: str | None = None
 
 
-class Store(BisectionQueries):
+class Store(BisectionQueries, TrackerQueries):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._session = sessionmaker(engine, expire_on_commit=False)
@@ -307,6 +317,28 @@ class Store(BisectionQueries):
         with self._session() as session:
             return list(session.scalars(query))
 
+    def completed_cases(self, label: str, machine_id: str) -> dict[str, set[tuple[str, str]]]:
+        """Per kernel commit: the (benchmark, case key) of every completed run with this
+        label on this machine, interleaved re-runs left out (a tracker's tested commits)."""
+        query = (select(RunRow.kernel_commit, RunRow.benchmark, RunRow.case_key, RunRow.settings)
+                 .where(RunRow.label == label, RunRow.machine_id == machine_id,
+                        RunRow.status == RunStatus.COMPLETED, RunRow.kernel_commit.is_not(None), _HAS_SAMPLES))
+        done: dict[str, set[tuple[str, str]]] = defaultdict(set)
+        with self._session() as session:
+            for commit, benchmark, case_key, settings in session.execute(query):
+                if not (settings or {}).get("interleaved"):
+                    done[commit].add((benchmark, case_key))
+        return dict(done)
+
+    def runs_started(self, labels: Collection[str], since: datetime) -> tuple[int, datetime | None]:
+        """How many runs with one of these labels started at or after `since`, and when
+        the newest of all of them started (None: never)."""
+        with self._session() as session:
+            count = session.scalar(select(func.count(RunRow.id)).where(RunRow.label.in_(list(labels)),
+                                                                       RunRow.started_at >= since))
+            newest = session.scalar(select(func.max(RunRow.started_at)).where(RunRow.label.in_(list(labels))))
+        return int(count or 0), aware(newest) if newest is not None else None
+
     def vm_kernels(self) -> list[str]:
         """The registered kernels that runs with samples booted, by name."""
         query = select(_VM_KERNEL).where(_VM_KERNEL.is_not(None), _HAS_SAMPLES).distinct().order_by(_VM_KERNEL)
@@ -410,6 +442,8 @@ class Store(BisectionQueries):
                 if existing.status == "new" and estimate != _estimate(existing):
                     (existing.before_run_id, existing.after_run_id, existing.kind, existing.change_pct,
                      existing.ci_low_pct, existing.ci_high_pct, existing.strength) = estimate
+                    if regression.tracker is not None:
+                        existing.good, existing.bad = regression.good, regression.bad
                     existing.updated_at = _now()
                     session.flush()
                 return _regression(existing), False
@@ -430,15 +464,20 @@ class Store(BisectionQueries):
                 note=regression.note,
                 detected_at=now,
                 updated_at=now,
+                tracker=regression.tracker,
+                good=regression.good,
+                bad=regression.bad,
             )
             session.add(row)
             session.flush()
             return _regression(row), True
 
-    def regressions(self, status: str | None = None) -> list[Regression]:
+    def regressions(self, status: str | None = None, tracker: str | None = None) -> list[Regression]:
         query = select(RegressionRow).order_by(RegressionRow.id.desc())
         if status is not None:
             query = query.where(RegressionRow.status == status)
+        if tracker is not None:
+            query = query.where(RegressionRow.tracker == tracker)
         with self._session() as session:
             return [_regression(row) for row in session.scalars(query)]
 
@@ -457,6 +496,21 @@ class Store(BisectionQueries):
             row.status, row.updated_at = status, _now()
             if note is not None:
                 row.note = note
+            session.flush()
+            return _regression(row)
+
+    def set_regression_narrowing(self, regression_id: int, *, bisection_id: int | None = None,
+                                 culprit: str | None = None, culprit_subject: str | None = None) -> Regression:
+        """Link the bisection that narrows a tracker's regression, then its culprit."""
+        with self._session.begin() as session:
+            row = session.get(RegressionRow, regression_id)
+            if row is None:
+                raise RunNotFound(f"no regression with id {regression_id} (see `perfline regressions`)")
+            if bisection_id is not None:
+                row.bisection_id = bisection_id
+            if culprit is not None:
+                row.culprit, row.culprit_subject = culprit, culprit_subject
+            row.updated_at = _now()
             session.flush()
             return _regression(row)
 
@@ -526,8 +580,14 @@ def _regression(row: RegressionRow) -> Regression:
         strength=row.strength,
         status=row.status,
         note=row.note,
-        detected_at=_aware(row.detected_at),
-        updated_at=_aware(row.updated_at),
+        detected_at=aware(row.detected_at),
+        updated_at=aware(row.updated_at),
+        tracker=row.tracker,
+        good=row.good,
+        bad=row.bad,
+        bisection_id=row.bisection_id,
+        culprit=row.culprit,
+        culprit_subject=row.culprit_subject,
     )
 
 
@@ -549,12 +609,9 @@ def _info(run: RunRow, samples: int) -> RunInfo:
         status=run.status,
         samples=samples,
         repeat=run.repeat,
-        started_at=_aware(run.started_at),
-        finished_at=_aware(run.finished_at) if run.finished_at else None,
+        started_at=aware(run.started_at),
+        finished_at=aware(run.finished_at) if run.finished_at else None,
     )
 
 
-def _aware(moment: datetime) -> datetime:
-    # SQLite hands back naive datetimes; everything perfline writes is UTC.
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 

@@ -1,0 +1,250 @@
+"""`perfline track`: follow a branch, test its commits, narrow each regression to its commit."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from perfline.cli.bisect import PaceOption, _pace_tolerance
+from perfline.cli.common import EXIT_INTERRUPTED, console, errors, fail, open_store, state
+from perfline.records.job import Case
+from perfline.records.metric import Measurement
+from perfline.runner import RunContext, RunOutcome, terminate_as_interrupt
+from perfline.store import Store
+from perfline.targets import local
+
+if TYPE_CHECKING:
+    from perfline.report.tracking import TrackerState
+    from perfline.track.tracker_file import TrackerSpec
+
+track_app = typer.Typer(help="Follow a branch: test new commits, find changes, bisect each to its commit.",
+                        no_args_is_help=True)
+
+TrackerFile = Annotated[Path, typer.Argument(help="The tracker file (YAML; see docs/track.md).")]
+
+
+def _notify(message: str) -> None:
+    errors.print(escape(message), highlight=False, soft_wrap=True)
+
+
+class _Observer:
+    """The runner's and the bisection's progress on one Rich bar: the run in progress."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.task = progress.add_task("", total=None, last="")
+        self.bisecting: TaskID | None = None
+
+    def run_started(self, run_id: int, case: Case) -> None:
+        self.progress.update(self.task, description=f"run {run_id} {case.benchmark} {case.key}",
+                             total=case.warmup + case.repeat, completed=0, last="")
+
+    def warning(self, message: str) -> None:
+        self.progress.console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False,
+                                    soft_wrap=True)
+
+    def step_done(self, run_id: int, repetition: int | None, values: list[Measurement]) -> None:
+        last = f"{values[0].metric.name}={values[0].value:.4g}" if values else ""
+        self.progress.update(self.task, advance=1, last=last)
+
+    def run_finished(self, outcome: RunOutcome) -> None:
+        pass
+
+    def bisect(self, event: str, runs: int, top: float) -> None:
+        if self.bisecting is None:
+            self.bisecting = self.progress.add_task("bisect", total=None, last="")
+        self.progress.update(self.bisecting, description=f"bisect P(top)={top:.3f}", completed=runs, last=event)
+
+
+@contextmanager
+def _progress() -> Iterator[_Observer]:
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[last]}"), TimeElapsedColumn(), console=errors)
+    with progress:
+        yield _Observer(progress)
+
+
+def _load(path: Path) -> TrackerSpec:
+    from perfline.track.tracker_file import load_tracker
+
+    return load_tracker(path)
+
+
+@track_app.command("run")
+def run(
+    file: TrackerFile,
+    once: Annotated[bool, typer.Option("--once", help="Do what is pending, then exit (for cron or a timer).")] = False,
+    interval: Annotated[float, typer.Option(min=1, help="Without --once: minutes between passes.")] = 10.0,
+    pace_tolerance: PaceOption = "10%",
+) -> None:
+    """Test the commits the tracker selects, judge them, and narrow what changed."""
+    from perfline.track.tracking import run_pass
+
+    spec = _load(file)
+    tolerance = _pace_tolerance(pace_tolerance)
+    store = open_store()
+    machine_id = local.fingerprint().machine_id
+    with _progress() as observer, terminate_as_interrupt():
+        ctx = RunContext(store=store, fingerprint=local.fingerprint, observer=observer)
+        try:
+            while True:
+                done = run_pass(store, spec, ctx, machine_id, observer.bisect, _notify, tolerance)
+                _notify(f"{spec.name}: tested {sum(t.complete for t in done.tested)} commit(s), "
+                        f"{done.pending} pending, {sum(f.new for f in done.found)} new change(s), head "
+                        f"{done.head[:12]}")
+                if once:
+                    break
+                spec = _load(file)  # an edited file takes effect at the next pass
+                time.sleep(60 * interval)
+        except KeyboardInterrupt:
+            errors.print("[yellow]interrupted: `perfline track run` continues where this stopped[/yellow]")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+    console.print(_state_table(store, [spec.name]))
+
+
+def _states(store: Store, names: list[str]) -> list[TrackerState]:
+    from perfline.report.tracking import TrackerState
+    from perfline.track.budget import Budget
+    from perfline.track.judging import open_regressions
+    from perfline.track.testing import builder_for, cases, pending
+    from perfline.track.tracking import local_repo_here
+
+    machine_id = local.fingerprint().machine_id
+    now = datetime.now(UTC)
+    states = []
+    for name in names:
+        tracker = store.tracker(name)
+        spec = _load(Path(tracker.file))
+        repo, ref, history = local_repo_here(store, spec)
+        wanted = {(c.benchmark, c.key) for c in cases(spec)}
+        done = store.completed_cases(name, machine_id)
+        tested = [c.sha for c in history if wanted <= done.get(c.sha, set())]
+        todo = pending(spec, repo, history, ref, store, machine_id, builder_for(spec, repo, _notify), now)
+        states.append(TrackerState(tracker, tested[-1] if tested else None, len(tested), len(todo),
+                                   len(open_regressions(store, name)),
+                                   Budget.today(store, name, spec.runs_per_day, now).left(),
+                                   store.daily_numbers(name)))
+    return states
+
+
+def _state_table(store: Store, names: list[str]) -> object:
+    from perfline.report.tracking import status_table
+
+    return status_table(_states(store, names))
+
+
+@track_app.command("status")
+def status(
+    name: Annotated[str | None, typer.Argument(help="A tracker (default: all).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Per tracker: head, last tested commit, tested and pending commits, open regressions,
+    budget left today, and the daily number."""
+    from perfline.report.tracking import numbers_table, status_table
+
+    store = open_store()
+    names = [name] if name else [t.name for t in store.trackers()]
+    states = _states(store, names)
+    if as_json:
+        print(json.dumps([s.to_json() for s in states], indent=2))
+        return
+    if not states:
+        console.print("no trackers yet: `perfline track run FILE` starts one")
+        return
+    console.print(status_table(states))
+    if name:
+        console.print(numbers_table(states[0]))
+
+
+@track_app.command("list")
+def list_trackers() -> None:
+    """The trackers this store knows, with their files."""
+    store = open_store()
+    trackers = store.trackers()
+    if not trackers:
+        console.print("no trackers yet: `perfline track run FILE` starts one")
+    for tracker in trackers:
+        console.print(f"{tracker.name}\t{tracker.branch}\t{tracker.repo}\t{tracker.file}", highlight=False)
+
+
+@track_app.command("forget")
+def forget(name: Annotated[str, typer.Argument(help="The tracker.")]) -> None:
+    """Forget a tracker and its daily numbers; its runs and regressions stay."""
+    open_store().forget_tracker(name)
+    console.print(f"forgot tracker {name}; its runs stay (label {name})")
+
+
+@track_app.command("graph")
+def graph(
+    name: Annotated[str, typer.Argument(help="The tracker.")],
+    png: Annotated[Path, typer.Option("--png", help="The PNG file to write.")],
+) -> None:
+    """The daily number over the commits, with changes and culprits marked."""
+    from perfline.report.tracking import draw_graph
+    from perfline.track.tracking import local_repo_here
+
+    store = open_store()
+    tracker = store.tracker(name)
+    numbers = store.daily_numbers(name)
+    if not numbers:
+        raise fail(f"tracker {name} has no tested commit yet: `perfline track run {tracker.file}`")
+    _, _, history = local_repo_here(store, _load(Path(tracker.file)))
+    positions = {c.sha: i for i, c in enumerate(history)}
+    draw_graph(name, numbers, store.regressions(tracker=name), positions, png)
+    console.print(f"wrote {png}")
+
+
+TIMER = """[Unit]
+Description=perfline tracker {name}: test new commits daily
+
+[Timer]
+OnCalendar={calendar}
+Persistent=true
+
+[Install]
+WantedBy=timers.target
+"""
+
+SERVICE = """[Unit]
+Description=perfline tracker {name}
+After=network-online.target
+
+[Service]
+Type=oneshot
+WorkingDirectory={cwd}
+Environment=PERFLINE_DB={db}
+ExecStart={perfline} track run --once {file}
+"""
+
+
+@track_app.command("install-timer")
+def install_timer(
+    file: TrackerFile,
+    directory: Annotated[Path, typer.Option("--dir", help="Where to write the unit files.")] = Path(
+        "/etc/systemd/system"),
+    calendar: Annotated[str, typer.Option(help="systemd OnCalendar= expression.")] = "*-*-* 02:00:00",
+) -> None:
+    """Write a systemd service and timer that run `track run --once FILE` every day."""
+    from perfline.store import resolve_url
+
+    spec = _load(file)
+    directory.mkdir(parents=True, exist_ok=True)
+    perfline = shlex.quote(str(Path(sys.argv[0]).resolve()))
+    unit = f"perfline-track-{spec.name}"
+    service = SERVICE.format(name=spec.name, cwd=Path.cwd(), db=resolve_url(state.db), perfline=perfline,
+                             file=shlex.quote(str(file.resolve())))
+    (directory / f"{unit}.service").write_text(service)
+    (directory / f"{unit}.timer").write_text(TIMER.format(name=spec.name, calendar=calendar))
+    console.print(f"wrote {directory / unit}.service and .timer; enable with: "
+                  f"systemctl daemon-reload && systemctl enable --now {unit}.timer", highlight=False)

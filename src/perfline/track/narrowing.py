@@ -1,0 +1,173 @@
+"""Narrowing a tracker's regression: confirm it on fresh interleaved runs of its two
+tested commits, then bisect the commits between them, within the day's budget.
+
+The record says how far it got (status, bisection id, culprit), and a bisection
+resumes from its stored samples, so a kill at any point loses only the run in progress.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from perfline.analysis.regressions import CannotConfirm, Reproduction, confirm, transition
+from perfline.bisect import kernel, session
+from perfline.bisect.driver import Progress
+from perfline.bisect.session import BisectionFailed, StartRequest
+from perfline.bisect.worktree import Builder, cache_dir
+from perfline.git import commit_info
+from perfline.jobs import expand
+from perfline.records.job import Case
+from perfline.records.status import BisectionStatus, RegressionStatus
+from perfline.runner import RunContext
+from perfline.stats.sequential import SequentialPlan
+from perfline.store import Regression, Store
+from perfline.store.bisections import BisectionRecord
+from perfline.track.budget import Budget
+from perfline.track.testing import cases
+from perfline.track.tracker_file import TrackedJob, TrackerSpec
+
+Notify = Callable[[str], None]
+# An interleaved confirmation stops at the first look that decides, at most this many
+# pairs: a change big enough to matter is decided in 6-9 (stats.sequential).
+CONFIRM_MAX_PAIRS = 20
+# A bisection of a tracker's range: the budget caps it too, day by day.
+BISECT_MAX_RUNS = 200
+
+
+def narrow(store: Store, spec: TrackerSpec, regression: Regression, repo: Path, builder: Builder,
+           ctx: RunContext, budget: Budget, progress: Progress, notify: Notify,
+           pace_tolerance: float | None) -> Regression:
+    """Take the record one step further as far as the budget allows: new -> confirmed
+    (or false-alarm) -> bisected with its culprit."""
+    if regression.status == RegressionStatus.NEW:
+        regression = _confirm(store, spec, regression, builder, ctx, budget, notify)
+    if regression.status == RegressionStatus.CONFIRMED:
+        regression = _bisect(store, spec, regression, repo, budget, progress, notify, pace_tolerance)
+    return regression
+
+
+def _case(spec: TrackerSpec, regression: Regression) -> Case:
+    for case in cases(spec):
+        if (case.benchmark, case.key) == (regression.benchmark, regression.case_key):
+            return case
+    raise CannotConfirm(f"the tracker has no job with case {regression.benchmark} {regression.case_key} any more")
+
+
+def _confirm(store: Store, spec: TrackerSpec, regression: Regression, builder: Builder, ctx: RunContext,
+             budget: Budget, notify: Notify) -> Regression:
+    if budget.left() < 2:
+        return regression
+    assert regression.good is not None and regression.bad is not None
+    case = replace(_case(spec, regression), monitors=(), warmup=1)
+    sides = []
+    for sha in (regression.good, regression.bad):
+        built = builder.build(sha)
+        if not built.ok:
+            notify(f"regression {regression.id}: {sha[:12]} no longer builds; not confirmed")
+            return regression
+        here = replace(ctx, label=spec.name, kernel_commit=sha)
+        if isinstance(builder, kernel.KernelBuilder):
+            name = f"track-{spec.name}-{sha[:12]}"
+            registered = kernel.register(builder.kept(sha), name, sha).name
+            sides.append((kernel.with_kernel(case, registered), here))
+        else:
+            sides.append((case, replace(here, tree=builder.tree(sha))))
+    (before, ctx_before), (after, ctx_after) = sides
+    pairs = min(CONFIRM_MAX_PAIRS, max(budget.left() // 2, 6))
+    plan = SequentialPlan.up_to(pairs, 0.01)
+    notify(f"regression {regression.id}: confirming {regression.good[:12]} against {regression.bad[:12]} "
+           f"interleaved, up to {pairs} pairs")
+    try:
+        regression, _ = confirm(store, regression, Reproduction(before, after, ({}, {})), ctx_before, pairs,
+                                ctx_after=ctx_after, plan=plan)
+    except CannotConfirm as exc:
+        notify(f"regression {regression.id}: cannot confirm: {exc}")
+        return regression
+    notify(f"regression {regression.id}: {regression.status} ({regression.note})")
+    return regression
+
+
+def _bisect(store: Store, spec: TrackerSpec, regression: Regression, repo: Path, budget: Budget,
+            progress: Progress, notify: Notify, pace_tolerance: float | None) -> Regression:
+    record = _bisection_of(store, spec, regression, repo, budget, notify)
+    if record is None:
+        return regression
+    if record.status == BisectionStatus.RUNNING:
+        if budget.left() == 0:
+            return regression
+        try:
+            session.run(store, record, progress, notify, pace_tolerance, allowed=lambda: budget.left() > 0)
+        except BisectionFailed as exc:
+            notify(f"regression {regression.id}: {exc}")
+            return regression
+        record = store.bisection(record.id)
+    result = record.result or {}
+    culprit = result.get("culprit")
+    if record.status in (BisectionStatus.FOUND, BisectionStatus.UNCONFIRMED, BisectionStatus.BUDGET) and culprit:
+        commit = commit_info(repo, culprit)
+        regression = store.set_regression_narrowing(regression.id, culprit=commit.sha, culprit_subject=commit.subject)
+        note = f"bisection {record.id}: {record.status}, culprit {commit.sha[:12]} {commit.subject}"
+        regression = transition(store, regression.id, RegressionStatus.BISECTED, note)
+        notify(f"regression {regression.id}: {note}")
+    elif record.status != BisectionStatus.RUNNING:
+        notify(f"regression {regression.id}: bisection {record.id} ended {record.status}; left confirmed")
+    return regression
+
+
+def _bisection_of(store: Store, spec: TrackerSpec, regression: Regression, repo: Path, budget: Budget,
+                  notify: Notify) -> BisectionRecord | None:
+    """The record's bisection, started now if it has none yet."""
+    if regression.bisection_id is not None:
+        return store.bisection(regression.bisection_id)
+    if budget.left() == 0:
+        return None
+    assert regression.good is not None and regression.bad is not None
+    job = _job_file(spec, regression)
+    if job is None:
+        notify(f"regression {regression.id}: its job has several cases; bisect it by hand with a one-case job")
+        return None
+    direction = _direction(store, regression)
+    booted = spec.kernel_config is not None
+    request = StartRequest(
+        good=regression.good, bad=regression.bad, repo=None if booted else repo,
+        build=None if booted else spec.build, kernel_tree=repo if booted else None, config=spec.kernel_config,
+        job=job, metric=regression.metric, direction=direction, max_runs=BISECT_MAX_RUNS,
+    )
+    record = session.start(store, request, notify)
+    store.set_regression_narrowing(regression.id, bisection_id=record.id)
+    budget.labels.append(f"bisect-{record.id}")
+    return record
+
+
+def _job_file(spec: TrackerSpec, regression: Regression) -> Path | None:
+    """The job of the regression's case as a file of one case (a bisection loads its job
+    from a file); an inline job is written under perfline's cache."""
+    for job in spec.jobs:
+        found = expand(job.spec)
+        if not any((c.benchmark, c.key) == (regression.benchmark, regression.case_key) for c in found):
+            continue
+        if len(found) != 1:
+            return None
+        return job.file or _write_inline(spec, job)
+    return None
+
+
+def _write_inline(spec: TrackerSpec, job: TrackedJob) -> Path:
+    assert job.text is not None
+    path = cache_dir().parent / "track" / spec.name / f"{job.spec.name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = f"# written by `perfline track` from {spec.path}, for the bisections of its regressions\n{job.text}"
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
+def _direction(store: Store, regression: Regression) -> str:
+    for sample in store.get_run(regression.after_run_id).samples:
+        if sample.metric.name == regression.metric:
+            return sample.metric.direction.value
+    raise CannotConfirm(f"run {regression.after_run_id} has no {regression.metric}")
+
+

@@ -1,0 +1,104 @@
+"""Testing a tracker's commits: which are pending, building each, running every case.
+
+A commit is tested when every case of every job has a completed run labelled with the
+tracker's name at that commit on this machine; that is all the state there is, so a
+kill at any moment costs at most the run in progress, which the next `track run` does
+again, and never a second run of a finished case.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+
+from perfline import git
+from perfline.bisect import kernel
+from perfline.bisect.measure import SETTLE_AFTER_BUILD_S
+from perfline.bisect.worktree import Builder
+from perfline.jobs import expand
+from perfline.records.job import Case
+from perfline.records.status import RunStatus
+from perfline.runner import RunContext, execute
+from perfline.store import Store
+from perfline.system.disturbances import wait_for_quiet
+from perfline.track.budget import Budget
+from perfline.track.selection import selected
+from perfline.track.tracker_file import TrackerSpec
+
+Notify = Callable[[str], None]
+
+
+def cases(spec: TrackerSpec) -> list[Case]:
+    """Every case of every job, as each tested commit runs them."""
+    found = [case for job in spec.jobs for case in expand(job.spec)]
+    if spec.kernel_config is not None:
+        found = [kernel.vm_case(case, str(spec.path)) for case in found]
+    return found
+
+
+def builder_for(spec: TrackerSpec, repo: Path, notify: Notify) -> Builder:
+    """The bisections' builder, so a tracked commit built once is built for both."""
+    if spec.kernel_config is None:
+        assert spec.build is not None
+        return Builder(repo, spec.build)
+    return kernel.KernelBuilder(repo, kernel.build_command(kernel.keep_config(spec.kernel_config)), announce=notify)
+
+
+def pending(spec: TrackerSpec, repo: Path, history: list[git.Commit], branch: str, store: Store,
+            machine_id: str, builder: Builder, now: datetime) -> list[git.Commit]:
+    """Selected commits not yet tested, oldest first; a commit whose build failed before
+    is left out (it would fail again; a new build command builds it anew)."""
+    wanted = {(case.benchmark, case.key) for case in cases(spec)}
+    done = store.completed_cases(spec.name, machine_id)
+    tagged = {sha for _, sha in git.tags(repo, spec.select.tags, branch)} if spec.select.tags else set()
+    _, newest = store.runs_started([spec.name], datetime.min.replace(tzinfo=now.tzinfo))
+    chosen = selected(spec.select, history, tagged, newest, now)
+    return [c for c in chosen
+            if not wanted <= done.get(c.sha, set()) and not _failed_before(builder, c.sha)]
+
+
+def _failed_before(builder: Builder, sha: str) -> bool:
+    build = builder.recorded(sha)
+    return build is not None and not build.ok
+
+
+@dataclass(frozen=True)
+class Tested:
+    commit: git.Commit
+    runs: int  # runs started
+    complete: bool  # every case has a completed run now
+    problem: str | None = None
+
+
+def test_commit(spec: TrackerSpec, commit: git.Commit, store: Store, builder: Builder, ctx: RunContext,
+                machine_id: str, budget: Budget, notify: Notify) -> Tested:
+    """Build the commit and run every case it has no completed run of, within the budget."""
+    built = builder.build(commit.sha)
+    if not built.ok:
+        notify(f"{commit.sha[:12]} ({commit.subject}) does not build; left out:\n{built.log_tail}")
+        return Tested(commit, 0, False, "does not build")
+    done = store.completed_cases(spec.name, machine_id).get(commit.sha, set())
+    here = replace(ctx, label=spec.name, kernel_commit=commit.sha)
+    if isinstance(builder, kernel.KernelBuilder):
+        name = f"track-{spec.name}-{commit.sha[:12]}"
+        registered = kernel.register(builder.kept(commit.sha), name, commit.sha).name
+    else:
+        here = replace(here, tree=builder.tree(commit.sha))
+        registered = None
+    runs = 0
+    for case in cases(spec):
+        if (case.benchmark, case.key) in done:
+            continue
+        if budget.left() == 0:
+            return Tested(commit, runs, False, "budget spent for today")
+        if builder.last_built_at is not None and time.monotonic() - builder.last_built_at < SETTLE_AFTER_BUILD_S:
+            wait_for_quiet()  # what the build left running must not be measured with the first run
+        runs += 1
+        outcome = execute(kernel.with_kernel(case, registered) if registered else case, here)
+        if outcome.status != RunStatus.COMPLETED:
+            notify(f"{commit.sha[:12]}: run {outcome.run_id} of {case.benchmark} {outcome.status}: {outcome.error}")
+            return Tested(commit, runs, False, f"run {outcome.run_id} {outcome.status}")
+    return Tested(commit, runs, True)
