@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make-repo.sh DIR [COMMITS [CULPRIT [BROKEN [BROKEN_COUNT]]]]
 #
-# A git repository in DIR of bench.c (beside this script) with COMMITS commits (default
+# A git repository in DIR (branch main) of bench.c and its Makefile (beside this script) with COMMITS commits (default
 # 64). From commit CULPRIT on (default 41) the program does 8% more work; BROKEN_COUNT
 # commits (default 1) from commit BROKEN, if given, do not compile and the next one fixes
 # them. Commits are numbered from 0, the subject of each is "change N", the culprit's
@@ -9,8 +9,8 @@
 set -euo pipefail
 dir=$1 commits=${2:-64} culprit=${3:-41} broken=${4:--1} broken_count=${5:-1}
 here=$(cd "$(dirname "$0")" && pwd)
-git init -q "$dir"
-cp "$here/bench.c" "$dir/"
+git init -q -b main "$dir"
+cp "$here/bench.c" "$here/Makefile" "$dir/"
 for ((i = 0; i < commits; i++)); do
 	if ((broken >= 0 && i >= broken && i < broken + broken_count)); then
 		echo '#define WORK (' >"$dir/work.h"

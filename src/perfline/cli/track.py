@@ -89,10 +89,11 @@ def run(
     pace_tolerance: PaceOption = "10%",
 ) -> None:
     """Test the commits the tracker selects, judge them, and narrow what changed."""
-    from perfline.track.tracking import run_pass
+    from perfline.track.tracking import check, run_pass
 
     spec = _load(file)
     tolerance = _pace_tolerance(pace_tolerance)
+    check(spec, _notify)
     store = open_store()
     machine_id = local.fingerprint().machine_id
     with _progress() as observer, terminate_as_interrupt():

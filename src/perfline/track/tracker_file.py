@@ -7,7 +7,7 @@ never costs a night of testing. Paths in the file are relative to the file.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,11 @@ class TrackerSpec:
     runs_per_day: int
     reference: str | None
     floor_pct: float
+    # The line of each top-level key, for errors found later (a `since` git does not know).
+    lines: dict[str, int] = field(default_factory=dict)
+
+    def error(self, key: str, message: str) -> JobError:
+        return JobError(self.path, self.lines.get(key), message)
 
     @property
     def is_url(self) -> bool:
@@ -166,6 +171,7 @@ class _Reader:
             runs_per_day=runs_per_day,
             reference=self.string(top["reference"], "reference") if "reference" in top else None,
             floor_pct=floor,
+            lines={key: node.start_mark.line + 1 for key, node in top.items()},
         )
 
     def build(self, node: Node | None, root: Node | None) -> tuple[str | None, Path | None]:

@@ -16,7 +16,6 @@ from pathlib import Path
 from perfline import git
 from perfline.bisect.driver import Progress
 from perfline.bisect.worktree import Builder, cache_dir
-from perfline.records.errors import UserError
 from perfline.records.status import BisectionStatus, RegressionStatus
 from perfline.runner import RunContext
 from perfline.store import Regression, Store
@@ -71,15 +70,26 @@ def resolve_since(spec: TrackerSpec, repo: Path, head: str) -> str:
         try:
             day = date.fromisoformat(spec.since)
         except ValueError:
-            raise UserError(f"since: {spec.since!r} is neither a revision of {repo} nor a date (YYYY-MM-DD)",
-                            spec.path) from None
+            raise spec.error("since", f"since: {spec.since!r} is neither a revision of {repo} nor a date "
+                                      "(YYYY-MM-DD)") from None
         after = [c for c in git.first_parent(repo, None, head) if c.date and c.date.date() >= day]
         if not after:
-            raise UserError(f"since: no commit of {spec.branch} on or after {day}", spec.path)
+            raise spec.error("since", f"since: no commit of {spec.branch} on or after {day}")
         return after[0].sha
     if not git.is_ancestor(repo, sha, head):
-        raise UserError(f"since: {spec.since} is not on the history of {spec.branch}", spec.path)
+        raise spec.error("since", f"since: {spec.since} is not on the history of {spec.branch}")
     return sha
+
+
+def check(spec: TrackerSpec, notify: Notify) -> None:
+    """What the file names in git (branch, since, reference) exists, before anything runs."""
+    repo, ref = local_repo(spec, notify)
+    head = git.resolve_or_none(repo, ref)
+    if head is None:
+        raise spec.error("branch", f"branch: {repo} has no {ref}")
+    resolve_since(spec, repo, head)
+    if spec.reference is not None and git.resolve_or_none(repo, spec.reference) is None:
+        raise spec.error("reference", f"reference: {repo} has no {spec.reference}")
 
 
 def run_pass(store: Store, spec: TrackerSpec, ctx: RunContext, machine_id: str, progress: Progress,

@@ -1,0 +1,168 @@
+"""`perfline track` end to end on a real C program's history (examples/bisect/make-repo.sh):
+real builds with make, real runs, a real bisection; killed with SIGKILL and run again.
+
+The tracker file is the one of issue 20 (examples/track/demo.yaml). bench.c measures
+against itself, so the pace guard is off (as in tests/test_bisect_e2e.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MAKE_REPO = ROOT / "examples" / "bisect" / "make-repo.sh"
+TRACKER = ROOT / "examples" / "track" / "demo.yaml"
+CULPRIT = 41  # make-repo.sh's default: commit 41 does 8% more work
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    subprocess.run([str(MAKE_REPO), str(tmp_path / "src")], check=True)
+    shutil.copy(TRACKER, tmp_path / "tracker.yaml")
+    monkeypatch.setenv("PERFLINE_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def perfline(where: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "perfline", "--db", str(where / "db"), *args],
+                          capture_output=True, text=True, timeout=timeout, check=False, cwd=where)
+
+
+def track_run(where: Path) -> subprocess.CompletedProcess[str]:
+    return perfline(where, "track", "run", "tracker.yaml", "--once", "--pace-tolerance", "off")
+
+
+def shas(where: Path) -> list[str]:
+    out = subprocess.run(["git", "-C", str(where / "src"), "rev-list", "--reverse", "main"], capture_output=True,
+                         text=True, check=True).stdout
+    return out.split()
+
+
+def runs_per_commit(where: Path) -> Counter[str]:
+    """Completed runs of the tracker per commit, its confirmation's interleaved runs left out."""
+    with sqlite3.connect(where / "db") as db:
+        rows = db.execute("SELECT kernel_commit, settings FROM runs WHERE label = 'demo' AND status = 'completed'")
+        return Counter(commit for commit, settings in rows if "interleaved" not in json.loads(settings))
+
+
+def add_commits(where: Path, count: int) -> None:
+    for i in range(count):
+        (where / "src" / "NOTES").write_text(f"later change {i}\n")
+        subprocess.run(["git", "-C", str(where / "src"), "-c", "user.name=Dev", "-c", "user.email=dev@example.org",
+                        "commit", "-qam", f"later change {i}"], check=True)
+
+
+def test_track_narrows_the_regression_to_its_commit_and_tests_only_new_commits(project: Path) -> None:
+    first = track_run(project)
+    assert first.returncode == 0, first.stderr
+    commits = shas(project)
+    selected = commits[23::8]  # since HEAD~40 = commit 23, every 8th: 23, 31, ..., 63 (the head)
+    assert set(runs_per_commit(project)) == set(selected)
+    assert all(n == 1 for n in runs_per_commit(project).values())
+
+    listed = json.loads(perfline(project, "regressions", "--json").stdout)
+    [regression] = [r for r in listed if r["kind"] == "regression"]
+    assert (regression["good"], regression["bad"]) == (commits[39], commits[47])
+    assert regression["status"] == "bisected"
+    assert regression["culprit"] == commits[CULPRIT]
+    assert regression["culprit_subject"] == f"change {CULPRIT} (more work)"
+    assert regression["tracker"] == "demo" and regression["bisection"] == 1
+
+    status = json.loads(perfline(project, "track", "status", "demo", "--json").stdout)[0]
+    assert status["head"] == commits[-1] and status["last_tested"] == commits[-1]
+    assert (status["tested"], status["pending"], status["open_regressions"]) == (6, 0, 1)
+    number = status["daily_number"]
+    # 8% more work: the number falls to about 93 (100/1.08) and its interval says so.
+    assert number["ci"][1] < 100 and 88 < number["value"] < 97
+
+    again = track_run(project)
+    assert again.returncode == 0, again.stderr
+    assert sum(runs_per_commit(project).values()) == 6  # nothing new: nothing run
+
+    add_commits(project, 8)
+    later = track_run(project)
+    assert later.returncode == 0, later.stderr
+    runs = runs_per_commit(project)
+    assert set(runs) == {*selected, shas(project)[-1]} and all(n == 1 for n in runs.values())
+    graph = perfline(project, "track", "graph", "demo", "--png", str(project / "demo.png"))
+    assert graph.returncode == 0, graph.stderr
+    assert (project / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_killed_tracker_resumes_without_testing_a_commit_twice(project: Path) -> None:
+    """SIGKILL once the bisection has taken a probe, then `track run` again: the tested
+    commits keep their one run each, the same bisection goes on to the culprit."""
+    db = project / "db"
+    proc = subprocess.Popen([sys.executable, "-m", "perfline", "--db", str(db), "track", "run", "tracker.yaml",
+                             "--once", "--pace-tolerance", "off"], cwd=project, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    probes = 0
+    while time.monotonic() < deadline and proc.poll() is None and probes == 0:
+        time.sleep(0.05)
+        if db.exists():
+            try:
+                with sqlite3.connect(db) as connection:
+                    probes = connection.execute("SELECT count(*) FROM bisect_samples WHERE phase = 'bisect'"
+                                                ).fetchone()[0]
+            except sqlite3.OperationalError:
+                pass  # the schema is still being made
+    assert proc.poll() is None, "the tracker finished before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+    resumed = track_run(project)
+    assert resumed.returncode == 0, resumed.stderr
+    runs = runs_per_commit(project)
+    assert len(runs) == 6 and all(n == 1 for n in runs.values())
+    [regression] = [r for r in json.loads(perfline(project, "regressions", "--json").stdout)
+                    if r["kind"] == "regression"]
+    assert regression["status"] == "bisected" and regression["culprit"] == shas(project)[CULPRIT]
+    with sqlite3.connect(db) as connection:
+        assert connection.execute("SELECT count(*) FROM bisections").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize(("text", "line", "message"), [
+    ("colour: blue\n", 1, "unknown key 'colour'"),
+    ("select:\n  every: 0\n", 2, "select.every must be a whole number of at least 1"),
+    ("jobs:\n  - missing.yaml\n", 2, "no such job file"),
+    ("since: no-such-rev\n", 1, "since: 'no-such-rev' is neither a revision"),
+])
+def test_a_bad_tracker_file_is_one_error_line_and_runs_nothing(project: Path, text: str, line: int,
+                                                               message: str) -> None:
+    base = TRACKER.read_text()
+    for key in ("select:\n  every: 8", "jobs:", "since: HEAD~40"):
+        if text.startswith(key.split(":")[0] + ":"):
+            base = _drop_key(base, key.split(":")[0])
+    (project / "tracker.yaml").write_text(text + base)
+    proc = track_run(project)
+    assert proc.returncode == 2
+    [error] = proc.stderr.strip().splitlines()
+    assert error.startswith("error: ") and f"tracker.yaml:{line}: " in error and message in error
+    if (project / "db").exists():  # a file error is found before the store is opened
+        with sqlite3.connect(project / "db") as connection:
+            assert connection.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+
+
+def _drop_key(text: str, key: str) -> str:
+    """The tracker file without a top-level key and its indented block."""
+    kept, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        if line.startswith(f"{key}:"):
+            skipping = True
+            continue
+        if skipping and (line.startswith((" ", "\t")) or not line.strip()):
+            continue
+        skipping = False
+        kept.append(line)
+    return "".join(kept)
