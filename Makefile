@@ -45,13 +45,14 @@ native/build/%: native/%.c native/common.h
 	$(CC) $(NATIVE_CFLAGS) -o $@ $< -lm
 
 # A short tour on this host: a job with a two-case matrix, then the same two cases as an
-# interleaved A/B with its paired statistics, then the stored runs, then a bisection of a
-# small C project to the commit that made it slower.
+# interleaved A/B with its paired statistics, then the stored runs; last, the main job: a
+# tracker follows a small C project's history, finds the regression between two tested
+# commits, confirms it and bisects it to its commit (examples/track/demo.sh, SQLite).
 demo: install-deps install native
 	$(BIN)/perfline run examples/jobs/demo.yaml --label demo
 	$(BIN)/perfline ab sched-pipe -p loops=20000 --a param:cpus=0 --b param:cpus=0,1 --pairs 6 --label demo
 	$(BIN)/perfline runs --limit 5
-	examples/bisect/demo.sh $(BIN)/perfline
+	examples/track/demo.sh $(BIN)/perfline
 
 # Types and lint first: the code says it is typed, so the build checks it.
 lint: install

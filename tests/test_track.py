@@ -19,6 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from perfline.store import Store
+from perfline.targets import kernels
+from perfline.targets.kernels import Kernel
+
 ROOT = Path(__file__).resolve().parents[1]
 MAKE_REPO = ROOT / "examples" / "bisect" / "make-repo.sh"
 TRACKER = ROOT / "examples" / "track" / "demo.yaml"
@@ -137,6 +141,8 @@ def test_killed_tracker_resumes_without_testing_a_commit_twice(project: Path) ->
     ("select:\n  every: 0\n", 2, "select.every must be a whole number of at least 1"),
     ("jobs:\n  - missing.yaml\n", 2, "no such job file"),
     ("since: no-such-rev\n", 1, "since: 'no-such-rev' is neither a revision"),
+    ("jobs:\n  - benchmark: command\n    params: {cmd: ./x}\n    repeat: 3\n", 2,
+     "repeat 3: a tested commit is compared with the one before it, which needs 5 repetitions"),
 ])
 def test_a_bad_tracker_file_is_one_error_line_and_runs_nothing(project: Path, text: str, line: int,
                                                                message: str) -> None:
@@ -166,3 +172,71 @@ def _drop_key(text: str, key: str) -> str:
         skipping = False
         kept.append(line)
     return "".join(kept)
+
+
+@pytest.mark.slow
+def test_tracker_over_tags(project: Path) -> None:
+    """select: tags: every tagged commit on the branch (here every 8th, v0.0 ... v0.7)."""
+    commits = shas(project)
+    for i, sha in enumerate(commits[::8]):
+        subprocess.run(["git", "-C", str(project / "src"), "tag", f"v0.{i}", sha], check=True)
+    subprocess.run(["git", "-C", str(project / "src"), "tag", "other", commits[3]], check=True)
+    text = TRACKER.read_text().replace("  every: 8 ", "  tags: 'v0.*'").replace("since: HEAD~40", "since: v0.0")
+    (project / "tracker.yaml").write_text(text)
+    proc = track_run(project)
+    assert proc.returncode == 0, proc.stderr
+    assert set(runs_per_commit(project)) == set(commits[::8])
+    [regression] = [r for r in json.loads(perfline(project, "regressions", "--json").stdout)
+                    if r["kind"] == "regression"]
+    assert (regression["good"], regression["bad"]) == (commits[40], commits[48])
+    assert regression["culprit"] == commits[CULPRIT]
+
+
+KALLSYMS_JOB = """\
+benchmark: command
+params:
+  cmd: "echo $(( $(wc -l < /proc/kallsyms) * 100 + RANDOM % 100 ))"
+  metric: symbols_x100
+  direction: lower
+target: qemu
+kernel: placeholder
+vm_cpus: 1
+accel: tcg
+repeat: 5
+"""
+
+
+@pytest.mark.vm
+@pytest.mark.slow
+def test_tracker_of_a_kernel_tree_boots_each_tested_build(debian_kernels: dict[str, Kernel], tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`build: kernel: {config}` on the stand-in kernel tree of tests/test_kernel_bisect.py
+    (Debian's real 6.1 images, then 6.12 from commit 5): each tested commit's bzImage is
+    registered and booted in QEMU, and the regression (less memory left to user space)
+    is narrowed to commit 5. The metric is the kernel's symbol count, a footprint that
+    differs by far more than the 1% between-run variation a one-run commit is assumed to
+    have (MemAvailable, which the kernel bisection test uses, moves 0.6%: too little for a
+    tracker that runs each commit once); a random last digit gives it a little noise."""
+    from test_kernel_bisect import kernel_tree
+
+    monkeypatch.setenv(kernels.CACHE_ENV, str(tmp_path / "cache"))
+    old, new = debian_kernels["debian-6.1"], debian_kernels["debian-6.12"]
+    commits = kernel_tree(tmp_path / "linux", [old.image if i < 5 else new.image for i in range(8)])
+    kernels.add_image(new.image, "placeholder")
+    (tmp_path / "job.yaml").write_text(KALLSYMS_JOB)
+    (tmp_path / "my.config").write_text("CONFIG_X=y\n")
+    (tmp_path / "tracker.yaml").write_text(
+        f"name: kernel\nrepo: ./linux\nbranch: HEAD\nsince: {commits[0]}\nselect:\n  every: 4\n"
+        "build:\n  kernel:\n    config: my.config\njobs:\n  - job.yaml\nnarrow: true\n")
+    proc = track_run(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    store = Store.open(str(tmp_path / "db"))
+    tested = {store.get_run(i).info.kernel_commit: store.get_run(i) for i in store.find_runs(label="kernel")
+              if not store.get_run(i).settings.get("interleaved")}
+    assert set(tested) == {commits[0], commits[4], commits[7]}
+    for sha, run in tested.items():
+        assert run.settings["vm_kernel"] == f"track-kernel-{sha[:12]}"
+        assert run.fingerprint["kernel_release"] == (old if sha != commits[7] else new).release
+    [regression] = [r for r in store.regressions(tracker="kernel") if r.kind == "regression"]
+    assert (regression.good, regression.bad) == (commits[4], commits[7])
+    assert regression.status == "bisected" and regression.culprit == commits[5]

@@ -207,6 +207,8 @@ class _Reader:
     def jobs(self, node: Node, tracker: str) -> tuple[TrackedJob, ...]:
         if not isinstance(node, SequenceNode) or not node.value:
             raise self.error(node, "jobs must be a list of job files or inline jobs")
+        from perfline.stats.two_sample import MIN_SAMPLES
+
         jobs = []
         for i, item in enumerate(node.value):
             if isinstance(item, ScalarNode):
@@ -218,4 +220,9 @@ class _Reader:
                 name = f"{tracker}-job{i + 1}"
                 spec = job_from_node(self.path, self.text, item, name)
                 jobs.append(TrackedJob(spec, None, yaml.serialize(item)))
+            repeat = jobs[-1].spec.repeat
+            if jobs[-1].spec.precision_pct is None and repeat < MIN_SAMPLES:
+                raise self.error(item, f"repeat {repeat}: a tested commit is compared with the one before it, "
+                                       f"which needs {MIN_SAMPLES} repetitions a commit; set repeat: {MIN_SAMPLES} "
+                                       "or more in this job")
         return tuple(jobs)

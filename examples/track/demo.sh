@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# `make demo`'s tracker: the 64-commit C project of examples/bisect/make-repo.sh, in which
+# commit 41 makes the program do 8% more work, tracked with examples/track/demo.yaml
+# (every 8th commit of the last 40): the regression is found between two tested commits,
+# confirmed by an interleaved A/B of them, and bisected to its commit, on SQLite.
+# demo.sh [PERFLINE]; the project lives in a scratch directory removed afterwards, the runs
+# in track-demo.db in the current directory (made anew each time), the graph beside it.
+set -euo pipefail
+perfline=${1:-.venv/bin/perfline}
+perfline=$(cd "$(dirname "$perfline")" && pwd)/$(basename "$perfline")
+here=$(cd "$(dirname "$0")" && pwd)
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/perfline-track-demo.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+"$here/../bisect/make-repo.sh" "$scratch/src"
+cp "$here/demo.yaml" "$scratch/tracker.yaml"
+out=$PWD
+rm -f "$out/track-demo.db" "$out/track-demo.png"
+export PERFLINE_DB=$out/track-demo.db PERFLINE_CACHE_DIR=$scratch/cache
+cd "$scratch"
+# bench.c measures against itself (see its header), so the pace guard is off.
+"$perfline" track run tracker.yaml --once --pace-tolerance off
+echo
+"$perfline" regressions
+"$perfline" track graph demo --png "$out/track-demo.png"
+echo
+echo "the daily number as a graph: track-demo.png; the store: track-demo.db, e.g."
+echo "  PERFLINE_DB=track-demo.db $perfline track status demo"
+echo "  PERFLINE_DB=track-demo.db $perfline regressions --json"
