@@ -240,3 +240,25 @@ def test_tracker_of_a_kernel_tree_boots_each_tested_build(debian_kernels: dict[s
     [regression] = [r for r in store.regressions(tracker="kernel") if r.kind == "regression"]
     assert (regression.good, regression.bad) == (commits[4], commits[7])
     assert regression.status == "bisected" and regression.culprit == commits[5]
+
+
+def test_a_repository_url_is_cloned_then_fetched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`repo:` a URL: cloned under perfline's cache on the first pass; a commit pushed
+    later is fetched and tested on the next one (`every: 1`, three commits)."""
+    monkeypatch.setenv("PERFLINE_CACHE_DIR", str(tmp_path / "cache"))
+    subprocess.run([str(MAKE_REPO), str(tmp_path / "upstream"), "2", "99"], check=True)
+    text = TRACKER.read_text().replace("./src", f"file://{tmp_path / 'upstream'}").replace(
+        "  every: 8 ", "  every: 1 ").replace("since: HEAD~40", "since: HEAD~1")
+    (tmp_path / "tracker.yaml").write_text(text)
+    first = track_run(tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert (tmp_path / "cache" / "track" / "demo" / "repo" / ".git").is_dir()
+    upstream = tmp_path / "upstream"
+    (upstream / "NOTES").write_text("pushed later\n")
+    subprocess.run(["git", "-C", str(upstream), "-c", "user.name=Dev", "-c", "user.email=dev@example.org",
+                    "commit", "-qam", "pushed later"], check=True)
+    second = track_run(tmp_path)
+    assert second.returncode == 0, second.stderr
+    head = subprocess.run(["git", "-C", str(upstream), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert len(runs_per_commit(tmp_path)) == 3 and runs_per_commit(tmp_path)[head] == 1

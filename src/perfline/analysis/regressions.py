@@ -26,8 +26,10 @@ STATUSES = tuple(RegressionStatus)
 # or a fix can be reopened when the change turns out real after all.
 TRANSITIONS = {
     RegressionStatus.NEW: {RegressionStatus.CONFIRMED, RegressionStatus.FALSE_ALARM, RegressionStatus.FIXED},
-    RegressionStatus.CONFIRMED: {RegressionStatus.BISECTED, RegressionStatus.FIXED, RegressionStatus.FALSE_ALARM},
+    RegressionStatus.CONFIRMED: {RegressionStatus.BISECTED, RegressionStatus.BUDGET, RegressionStatus.FIXED,
+                                 RegressionStatus.FALSE_ALARM},
     RegressionStatus.BISECTED: {RegressionStatus.FIXED},
+    RegressionStatus.BUDGET: {RegressionStatus.CONFIRMED, RegressionStatus.BISECTED, RegressionStatus.FIXED},
     RegressionStatus.FALSE_ALARM: {RegressionStatus.NEW},
     RegressionStatus.FIXED: {RegressionStatus.NEW},
 }

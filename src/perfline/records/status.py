@@ -22,6 +22,9 @@ class RegressionStatus(StrEnum):
     CONFIRMED = "confirmed"
     FALSE_ALARM = "false-alarm"
     BISECTED = "bisected"
+    # A tracker's bisection spent its runs before it was sure: the record holds its best
+    # guess; `regressions mark ID confirmed` sends it back to be bisected again.
+    BUDGET = "budget"
     FIXED = "fixed"
 
 

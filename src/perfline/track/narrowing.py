@@ -109,7 +109,9 @@ def _bisect(store: Store, spec: TrackerSpec, regression: Regression, repo: Path,
         commit = commit_info(repo, culprit)
         regression = store.set_regression_narrowing(regression.id, culprit=commit.sha, culprit_subject=commit.subject)
         note = f"bisection {record.id}: {record.status}, culprit {commit.sha[:12]} {commit.subject}"
-        regression = transition(store, regression.id, RegressionStatus.BISECTED, note)
+        # A bisection out of runs names its best guess, which is not a finding.
+        status = RegressionStatus.BUDGET if record.status == BisectionStatus.BUDGET else RegressionStatus.BISECTED
+        regression = transition(store, regression.id, status, note)
         notify(f"regression {regression.id}: {note}")
     elif record.status != BisectionStatus.RUNNING:
         notify(f"regression {regression.id}: bisection {record.id} ended {record.status}; left confirmed")
@@ -118,9 +120,12 @@ def _bisect(store: Store, spec: TrackerSpec, regression: Regression, repo: Path,
 
 def _bisection_of(store: Store, spec: TrackerSpec, regression: Regression, repo: Path, budget: Budget,
                   notify: Notify) -> BisectionRecord | None:
-    """The record's bisection, started now if it has none yet."""
+    """The record's bisection, started now if it has none yet, or if the one it had ran
+    out of runs and the record was marked confirmed again (a second try)."""
     if regression.bisection_id is not None:
-        return store.bisection(regression.bisection_id)
+        record = store.bisection(regression.bisection_id)
+        if record.status != BisectionStatus.BUDGET:
+            return record
     if budget.left() == 0:
         return None
     assert regression.good is not None and regression.bad is not None
