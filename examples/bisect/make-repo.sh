@@ -5,7 +5,7 @@
 # 64). From commit CULPRIT on (default 41) the program does 8% more work; BROKEN_COUNT
 # commits (default 1) from commit BROKEN, if given, do not compile and the next one fixes
 # them. Commits are numbered from 0, the subject of each is "change N", the culprit's
-# "change N (more work)".
+# "change N (more work)" or $CULPRIT_SUBJECT.
 set -euo pipefail
 dir=$1 commits=${2:-64} culprit=${3:-41} broken=${4:--1} broken_count=${5:-1}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,7 +21,7 @@ for ((i = 0; i < commits; i++)); do
 	fi
 	echo "change $i" >"$dir/NOTES"
 	subject="change $i"
-	if ((i == culprit)); then subject="$subject (more work)"; fi
+	if ((i == culprit)); then subject=${CULPRIT_SUBJECT:-"$subject (more work)"}; fi
 	git -C "$dir" add .
 	git -C "$dir" -c user.name=Dev -c user.email=dev@example.org commit -q -m "$subject"
 done

@@ -38,6 +38,7 @@ from perfline.cli.doctor import doctor
 from perfline.cli.history import detect, history, regressions_app
 from perfline.cli.kernels import kernels_app
 from perfline.cli.migration import migration_cost
+from perfline.cli.report import report_app
 from perfline.cli.track import track_app
 from perfline.jobs import (
     expand,
@@ -469,6 +470,7 @@ app.add_typer(regressions_app, name="regressions")
 app.add_typer(bisect_app, name="bisect")
 app.add_typer(kernels_app, name="kernels")
 app.add_typer(track_app, name="track")
+app.add_typer(report_app, name="report")
 
 
 @app.command()

@@ -153,9 +153,16 @@ def list_regressions(
     ctx: typer.Context,
     status: Annotated[str | None, typer.Option(help=f"Only this status: {', '.join(records.STATUSES)}.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    report: Annotated[int | None, typer.Option("--report", help="Print this record's report instead (the text "
+                                                                "of `perfline report regression ID`).")] = None,
 ) -> None:
     """List regression records, newest first."""
     if ctx.invoked_subcommand is not None:
+        return
+    if report is not None:
+        from perfline.report import regression_report
+
+        print(regression_report.text(regression_report.build(open_store(), report)), end="")
         return
     if status is not None and status not in records.STATUSES:
         raise fail(f"unknown status {status!r}: use one of {', '.join(records.STATUSES)}")

@@ -8,7 +8,6 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -89,7 +88,8 @@ def run(
     pace_tolerance: PaceOption = "10%",
 ) -> None:
     """Test the commits the tracker selects, judge them, and narrow what changed."""
-    from perfline.track.tracking import check, run_pass
+    from perfline.track.repository import check
+    from perfline.track.tracking import run_pass
 
     spec = _load(file)
     tolerance = _pace_tolerance(pace_tolerance)
@@ -115,28 +115,9 @@ def run(
 
 
 def _states(store: Store, names: list[str]) -> list[TrackerState]:
-    from perfline.report.tracking import TrackerState
-    from perfline.track.budget import Budget
-    from perfline.track.judging import open_regressions
-    from perfline.track.testing import builder_for, cases, pending
-    from perfline.track.tracking import local_repo_here
+    from perfline.track.status import tracker_states
 
-    machine_id = local.fingerprint().machine_id
-    now = datetime.now(UTC)
-    states = []
-    for name in names:
-        tracker = store.tracker(name)
-        spec = _load(Path(tracker.file))
-        repo, ref, history = local_repo_here(store, spec)
-        wanted = {(c.benchmark, c.key) for c in cases(spec)}
-        done = store.completed_cases(name, machine_id)
-        tested = [c.sha for c in history if wanted <= done.get(c.sha, set())]
-        todo = pending(spec, repo, history, ref, store, machine_id, builder_for(spec, repo, _notify), now)
-        states.append(TrackerState(tracker, tested[-1] if tested else None, len(tested), len(todo),
-                                   len(open_regressions(store, name)),
-                                   Budget.today(store, name, spec.runs_per_day, now).left(),
-                                   store.daily_numbers(name)))
-    return states
+    return tracker_states(store, names, _notify)
 
 
 def _state_table(store: Store, names: list[str]) -> object:
@@ -193,7 +174,7 @@ def graph(
 ) -> None:
     """The daily number over the commits, with changes and culprits marked."""
     from perfline.report.tracking import draw_graph
-    from perfline.track.tracking import local_repo_here
+    from perfline.track.repository import local_repo_here
 
     store = open_store()
     tracker = store.tracker(name)

@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 import numpy as np
 
@@ -102,11 +102,12 @@ def style_axes(
         axes.legend(fontsize=7, loc="best")
 
 
-def save(figure: Figure, path: Path) -> None:
+def save(figure: Figure, path: Path | IO[bytes]) -> None:
+    """To a file, or to a binary stream (a PNG to embed in HTML or mail)."""
     import matplotlib.pyplot as plt
 
     figure.tight_layout()
-    figure.savefig(path)
+    figure.savefig(path, format="png")
     plt.close(figure)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from rich.table import Table
 from rich.text import Text
@@ -67,7 +67,7 @@ def numbers_table(state: TrackerState) -> Table:
 
 
 def draw_graph(name: str, numbers: Sequence[DailyNumber], regressions: Sequence[Regression],
-               positions: Mapping[str, int], path: Path) -> None:
+               positions: Mapping[str, int], path: Path | IO[bytes]) -> None:
     """The number over the branch's commits (`positions`: first-parent index of every
     commit since `since`), its interval as a band, each regression's tested range shaded,
     and its culprit drawn as a line at its own commit."""

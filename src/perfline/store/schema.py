@@ -169,6 +169,23 @@ class DailyNumberRow(Base):
     tested_at: Mapped[datetime]
 
 
+class OutboxRow(Base):
+    """A report to mail, kept until it is sent: a mail server that is down loses nothing."""
+
+    __tablename__ = "outbox"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # What it reports, e.g. `regression-12` or `daily-demo-2026-11-25`: each once.
+    key: Mapped[str] = mapped_column(String(200), unique=True)
+    recipients: Mapped[list[Any]]
+    subject: Mapped[str] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(Text)
+    html: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime]
+    sent_at: Mapped[datetime | None]
+    attempts: Mapped[int] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+
 class BisectionRow(Base):
     """A bisection's definition; its progress is the samples and builds below it."""
 

@@ -21,6 +21,7 @@ from perfline.records.status import RunStatus
 from perfline.store import migrate
 from perfline.store.bisections import BisectionQueries
 from perfline.store.engine import StoreUnavailable, aware, connect, resolve_url
+from perfline.store.outbox import OutboxQueries
 from perfline.store.schema import (
     KernelConfig,
     MetricRow,
@@ -119,7 +120,7 @@ class Regression:
     culprit_subject: str | None = None
 
 
-class Store(BisectionQueries, TrackerQueries):
+class Store(BisectionQueries, TrackerQueries, OutboxQueries):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._session = sessionmaker(engine, expire_on_commit=False)

@@ -17,7 +17,9 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from perfline.jobs import JobError, JobSpec, load_job
 from perfline.jobs.parse import job_from_node
 
-KEYS = ("name", "repo", "branch", "select", "since", "build", "jobs", "narrow", "budget", "reference", "floor")
+KEYS = ("name", "repo", "branch", "select", "since", "build", "jobs", "narrow", "budget", "reference", "floor",
+        "report")
+REPORT_KEYS = ("mail_to", "smtp", "from", "url")
 SELECT_KEYS = ("every", "tags", "daily")
 DEFAULT_RUNS_PER_DAY = 400
 DEFAULT_FLOOR_PCT = 1.0
@@ -48,6 +50,16 @@ class TrackedJob:
 
 
 @dataclass(frozen=True)
+class MailSettings:
+    """`report:`: who gets each bisected regression's report and the daily summary."""
+
+    mail_to: tuple[str, ...]
+    smtp: str | None = None  # HOST:PORT; else PERFLINE_SMTP_HOST/_PORT
+    sender: str | None = None
+    url: str | None = None  # the dashboard, for the reports' links
+
+
+@dataclass(frozen=True)
 class TrackerSpec:
     path: Path
     name: str
@@ -62,6 +74,7 @@ class TrackerSpec:
     runs_per_day: int
     reference: str | None
     floor_pct: float
+    report: MailSettings | None = None
     # The line of each top-level key, for errors found later (a `since` git does not know).
     lines: dict[str, int] = field(default_factory=dict)
 
@@ -171,6 +184,7 @@ class _Reader:
             runs_per_day=runs_per_day,
             reference=self.string(top["reference"], "reference") if "reference" in top else None,
             floor_pct=floor,
+            report=self.report(top["report"]) if "report" in top else None,
             lines={key: node.start_mark.line + 1 for key, node in top.items()},
         )
 
@@ -189,6 +203,22 @@ class _Reader:
                 raise self.error(options["config"], f"build.kernel.config: no such file {config}")
             return None, config
         return self.string(node, "build"), None
+
+    def report(self, node: Node) -> MailSettings:
+        found = self.mapping(node, "report", REPORT_KEYS)
+        if "mail_to" not in found:
+            raise self.error(node, "report needs mail_to: an address or a list of them")
+        value = found["mail_to"]
+        items = value.value if isinstance(value, SequenceNode) else [value]
+        recipients = tuple(self.string(item, "report.mail_to") for item in items)
+        for item, address in zip(items, recipients, strict=True):
+            if "@" not in address:
+                raise self.error(item, f"report.mail_to: {address!r} is not a mail address")
+        smtp = self.string(found["smtp"], "report.smtp") if "smtp" in found else None
+        if smtp is not None and not re.fullmatch(r"[^:\s]+(:\d+)?", smtp):
+            raise self.error(found["smtp"], "report.smtp must be HOST or HOST:PORT")
+        return MailSettings(recipients, smtp, self.string(found["from"], "report.from") if "from" in found else None,
+                            self.string(found["url"], "report.url") if "url" in found else None)
 
     def selection(self, node: Node | None) -> Selection:
         if node is None:

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
-from pathlib import Path
+from datetime import UTC, datetime
 
 from perfline import git
 from perfline.bisect.driver import Progress
-from perfline.bisect.worktree import Builder, cache_dir
+from perfline.bisect.worktree import Builder
 from perfline.records.status import BisectionStatus, RegressionStatus
 from perfline.runner import RunContext
 from perfline.store import Regression, Store
+from perfline.track import mailing
 from perfline.track.budget import Budget
 from perfline.track.judging import Found, daily_numbers, judge_history, open_regressions
 from perfline.track.narrowing import narrow
+from perfline.track.repository import local_repo, resolve_since
 from perfline.track.testing import Tested, builder_for, pending, test_commit
 from perfline.track.tracker_file import TrackerSpec
 
@@ -37,59 +38,6 @@ class Pass:
     found: list[Found] = field(default_factory=list)
     narrowed: list[Regression] = field(default_factory=list)
     pending: int = 0  # commits still to test when the pass ended (budget, failures)
-
-
-def local_repo(spec: TrackerSpec, notify: Notify) -> tuple[Path, str]:
-    """The tree to read and build, and the ref that names the followed branch there. A
-    URL is cloned under perfline's cache on the first pass and fetched on every one."""
-    if not spec.is_url:
-        return Path(spec.repo), spec.branch
-    clone = cache_dir().parent / "track" / spec.name / "repo"
-    notify(f"fetching {spec.repo} into {clone}")
-    git.clone_or_fetch(spec.repo, clone)
-    return clone, spec.branch if spec.branch == "HEAD" else f"origin/{spec.branch}"
-
-
-def local_repo_here(store: Store, spec: TrackerSpec) -> tuple[Path, str, list[git.Commit]]:
-    """The tree, the branch's ref and the history from `since` to the head the last pass
-    saw, without fetching (for status and graphs)."""
-    tracker = store.tracker(spec.name)
-    repo = Path(tracker.repo)
-    ref = spec.branch if not spec.is_url or spec.branch == "HEAD" else f"origin/{spec.branch}"
-    head = tracker.head or git.resolve(repo, ref)
-    return repo, ref, [git.commit_info(repo, tracker.since), *git.first_parent(repo, tracker.since, head)]
-
-
-def resolve_since(spec: TrackerSpec, repo: Path, head: str) -> str:
-    """`since` as a full sha on the branch: a rev or tag, or an ISO date (the first
-    first-parent commit on or after it); the head when the file gives none."""
-    if spec.since is None:
-        return head
-    sha = git.resolve_or_none(repo, spec.since)
-    if sha is None:
-        try:
-            day = date.fromisoformat(spec.since)
-        except ValueError:
-            raise spec.error("since", f"since: {spec.since!r} is neither a revision of {repo} nor a date "
-                                      "(YYYY-MM-DD)") from None
-        after = [c for c in git.first_parent(repo, None, head) if c.date and c.date.date() >= day]
-        if not after:
-            raise spec.error("since", f"since: no commit of {spec.branch} on or after {day}")
-        return after[0].sha
-    if not git.is_ancestor(repo, sha, head):
-        raise spec.error("since", f"since: {spec.since} is not on the history of {spec.branch}")
-    return sha
-
-
-def check(spec: TrackerSpec, notify: Notify) -> None:
-    """What the file names in git (branch, since, reference) exists, before anything runs."""
-    repo, ref = local_repo(spec, notify)
-    head = git.resolve_or_none(repo, ref)
-    if head is None:
-        raise spec.error("branch", f"branch: {repo} has no {ref}")
-    resolve_since(spec, repo, head)
-    if spec.reference is not None and git.resolve_or_none(repo, spec.reference) is None:
-        raise spec.error("reference", f"reference: {repo} has no {spec.reference}")
 
 
 def run_pass(store: Store, spec: TrackerSpec, ctx: RunContext, machine_id: str, progress: Progress,
@@ -128,6 +76,8 @@ def run_pass(store: Store, spec: TrackerSpec, ctx: RunContext, machine_id: str, 
     if spec.narrow:
         narrow_all(lambda r: r.status in (RegressionStatus.NEW, RegressionStatus.CONFIRMED))
     _release_trees(store, spec, builder, [t.commit.sha for t in done.tested])
+    mailing.queue(store, spec, now, notify)
+    mailing.flush(store, spec, notify)
     return done
 
 
