@@ -202,3 +202,25 @@ def test_a_tracker_retries_mail_the_server_refused(tracked: Path, tmp_path: Path
     assert subjects[1].startswith("[perfline] daily: demo")
     with sqlite3.connect(where / "db") as db:
         assert db.execute("SELECT count(*), min(attempts) FROM outbox WHERE sent_at IS NOT NULL").fetchone() == (2, 2)
+
+
+def test_why_profiles_the_culprit_against_its_parent(tracked: Path) -> None:
+    """After the bisection the tracker interleaves the culprit and its parent with the
+    perf-profile monitor; the report lists the symbols whose share moved, each with an
+    interval from the repetitions' own profiles."""
+    from perfline.monitors import MONITORS, MonitorUnavailable
+
+    try:
+        MONITORS.get("perf-profile")().check()
+    except MonitorUnavailable as exc:
+        pytest.skip(f"perf cannot profile here: {exc}")
+    document = json.loads(perfline(tracked, "report", "regression", "1", "--format", "json").stdout)
+    assert document["why_runs"] is not None and document["why"]
+    for shift in document["why"]:
+        low, high = shift["ci_pct"]
+        assert low <= shift["delta_pct"] <= high
+    with sqlite3.connect(tracked / "db") as db:
+        commits = {c for (c,) in db.execute("SELECT kernel_commit FROM runs WHERE label = 'why-1'")}
+    assert commits == {shas(tracked)[CULPRIT], shas(tracked)[CULPRIT - 1]}
+    assert "why: symbols whose share of busy CPU time moved (the culprit's parent and the culprit" in \
+        perfline(tracked, "report", "regression", "1").stdout

@@ -35,6 +35,12 @@ TRANSITIONS = {
 }
 
 
+def why_label(regression_id: int) -> str:
+    """The label of the profiled A/B of a regression's culprit against its parent (a
+    tracker runs it after the bisection; the report reads it)."""
+    return f"why-{regression_id}"
+
+
 class TransitionError(ValueError):
     pass
 

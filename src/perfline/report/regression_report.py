@@ -26,8 +26,10 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from perfline import git
 from perfline.analysis.comparison import CaseComparison, MetricRow, Side, compare_sides
+from perfline.analysis.regressions import why_label
 from perfline.records.fingerprint import Difference
 from perfline.report.figures import new_axes, save, style_axes
+from perfline.stats.profile_diff import SymbolShift, profile_diff, with_intervals
 from perfline.store import Regression, RunDetail, Store
 from perfline.store.bisections import BisectionNotFound, BisectionRecord
 
@@ -64,6 +66,10 @@ class RegressionReport:
     comparison: CaseComparison
     bisection: BisectionRecord | None
     probes: list[Probe]
+    # Why: symbols whose share moved between the culprit's parent and the culprit,
+    # from their profiled A/B (with intervals), else from the two runs' own profiles.
+    why: list[SymbolShift]
+    why_runs: tuple[int, int] | None
     touched: list[str]  # functions the culprit's diff touches
     url: str | None
 
@@ -167,6 +173,7 @@ def build(store: Store, regression_id: int, url: str | None = None) -> Regressio
             touched = git.changed_functions(repo, culprit.sha)
         except git.GitError:
             touched = []
+    why, why_runs = _why(store, r, comparison)
     return RegressionReport(
         regression=r,
         name=r.tracker or before.info.label or "perfline",
@@ -183,8 +190,23 @@ def build(store: Store, regression_id: int, url: str | None = None) -> Regressio
         bisection=bisection,
         probes=_probes(store, bisection, repo) if bisection else [],
         touched=touched,
+        why=why,
+        why_runs=why_runs,
         url=url.rstrip("/") + f"/regressions/{r.id}" if url else None,
     )
+
+
+def _why(store: Store, r: Regression, comparison: CaseComparison) -> tuple[list[SymbolShift], tuple[int, int] | None]:
+    """The profiled A/B of culprit and parent if a tracker ran one, else the profile
+    shifts between the report's two runs (if they were profiled)."""
+    runs = [store.get_run(i) for i in store.find_runs(label=why_label(r.id))]
+    sides = {run.settings.get("interleaved"): run.info.id for run in runs}
+    if "A" in sides and "B" in sides:
+        parent, culprit = sides["A"], sides["B"]
+        shifts = profile_diff(store.profile(parent), store.profile(culprit))
+        return with_intervals(shifts, store.profile_repetitions(parent), store.profile_repetitions(culprit)), \
+            (parent, culprit)
+    return (comparison.profile_shifts[0] if comparison.profile_shifts else []), None
 
 
 def _bisection(store: Store, r: Regression) -> BisectionRecord | None:
@@ -279,13 +301,16 @@ def text(report: RegressionReport) -> str:
     if diffs:
         out += ["", "what differs between the two runs' systems:"]
         out += [f"  {d.key}: {d.base} -> {d.other}" for d in diffs]
-    shifts = report.comparison.profile_shifts[0] if report.comparison.profile_shifts else []
-    if shifts:
-        out += ["", "why: symbols whose share of busy CPU time moved (perf-profile)"
-                    + (" - * the culprit's diff touches it" if report.touched else "")]
-        for s in shifts:
+    if report.why:
+        source = (f"the culprit's parent and the culprit interleaved with perf-profile, runs {report.why_runs[0]} "
+                  f"and {report.why_runs[1]}" if report.why_runs else "the two runs' profiles")
+        out += ["", f"why: symbols whose share of busy CPU time moved ({source})"]
+        if report.touched:
+            out.append(f"  * marks a function the culprit's diff touches ({', '.join(report.touched)})")
+        for s in report.why:
             mark = "*" if s.symbol in report.touched else " "
-            out.append(f"  {mark} {s.delta_pct:+6.2f} points  {s.base_pct:6.2f}% -> {s.other_pct:6.2f}%  "
+            ci = f"[{s.ci_pct[0]:+.2f}, {s.ci_pct[1]:+.2f}]" if s.ci_pct else ""
+            out.append(f"  {mark} {s.delta_pct:+6.2f} points {ci:>16}  {s.base_pct:6.2f}% -> {s.other_pct:6.2f}%  "
                        f"{s.symbol} ({s.dso})")
     elif report.touched:
         out += ["", (f"functions the culprit's diff touches: {', '.join(report.touched)} (no profile was "
@@ -375,6 +400,11 @@ def as_json(report: RegressionReport) -> dict[str, Any]:
                                                            "status": report.bisection.status,
                                                            "result": report.bisection.result},
         "touched_functions": report.touched,
+        "why": [{"symbol": w.symbol, "dso": w.dso, "kernel": w.kernel, "base_pct": w.base_pct,
+                 "other_pct": w.other_pct, "delta_pct": w.delta_pct,
+                 "ci_pct": list(w.ci_pct) if w.ci_pct else None, "touched": w.symbol in report.touched}
+                for w in report.why],
+        "why_runs": list(report.why_runs) if report.why_runs else None,
         "reproduce": report.reproduce(),
         "url": report.url,
     }

@@ -254,6 +254,14 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries):
         ]
         return sorted(entries, key=lambda e: (-e.share_pct, e.symbol, e.dso))
 
+    def profile_repetitions(self, run_id: int) -> list[dict[tuple[str, str, bool], float]]:
+        """Each profiled repetition's shares by (symbol, binary, kernel): for intervals."""
+        reps: dict[int, dict[tuple[str, str, bool], float]] = defaultdict(dict)
+        with self._session() as session:
+            for row in session.scalars(select(ProfileEntryRow).where(ProfileEntryRow.run_id == run_id)):
+                reps[row.repetition][(row.symbol, row.dso, row.kernel)] = row.share_pct
+        return [reps[k] for k in sorted(reps)]
+
     def finish_run(
         self, run_id: int, status: str, *, error: str | None = None, output_tail: str | None = None
     ) -> None:

@@ -11,16 +11,18 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from perfline.analysis.regressions import CannotConfirm, Reproduction, confirm, transition
+from perfline import git
+from perfline.analysis.regressions import CannotConfirm, Reproduction, confirm, transition, why_label
 from perfline.bisect import kernel, session
 from perfline.bisect.driver import Progress
 from perfline.bisect.session import BisectionFailed, StartRequest
 from perfline.bisect.worktree import Builder, cache_dir
 from perfline.git import commit_info
 from perfline.jobs import expand
+from perfline.monitors import MONITORS, MonitorUnavailable
 from perfline.records.job import Case
 from perfline.records.status import BisectionStatus, RegressionStatus
-from perfline.runner import RunContext
+from perfline.runner import RunContext, execute_interleaved
 from perfline.stats.sequential import SequentialPlan
 from perfline.store import Regression, Store
 from perfline.store.bisections import BisectionRecord
@@ -34,6 +36,10 @@ Notify = Callable[[str], None]
 CONFIRM_MAX_PAIRS = 20
 # A bisection of a tracker's range: the budget caps it too, day by day.
 BISECT_MAX_RUNS = 200
+# The profiled A/B of culprit and parent: enough repetitions for an interval of each
+# symbol's share.
+WHY_PAIRS = 6
+PROFILE = "perf-profile"
 
 
 def narrow(store: Store, spec: TrackerSpec, regression: Regression, repo: Path, builder: Builder,
@@ -45,7 +51,35 @@ def narrow(store: Store, spec: TrackerSpec, regression: Regression, repo: Path, 
         regression = _confirm(store, spec, regression, builder, ctx, budget, notify)
     if regression.status == RegressionStatus.CONFIRMED:
         regression = _bisect(store, spec, regression, repo, budget, progress, notify, pace_tolerance)
+    if regression.status == RegressionStatus.BISECTED and not store.find_runs(label=why_label(regression.id)):
+        _explain(store, spec, regression, repo, builder, ctx, budget, notify)
     return regression
+
+
+def _explain(store: Store, spec: TrackerSpec, regression: Regression, repo: Path, builder: Builder,
+             ctx: RunContext, budget: Budget, notify: Notify) -> None:
+    """Why: the culprit and its parent interleaved with the perf-profile monitor, so the
+    report can show which functions' share of CPU time moved. Skipped, with the reason,
+    where perf cannot profile (no perf, kernel addresses hidden) or in a VM target."""
+    assert regression.culprit is not None
+    if budget.left() < 2 or spec.kernel_config is not None:
+        return
+    try:
+        MONITORS.get(PROFILE)().check()
+    except MonitorUnavailable as exc:
+        notify(f"regression {regression.id}: no profile of the culprit: {exc}")
+        return
+    parent = git.resolve(repo, f"{regression.culprit}~1")
+    case = replace(_case(spec, regression), monitors=(PROFILE,), warmup=1)
+    sides = []
+    for sha in (parent, regression.culprit):
+        built = builder.build(sha)
+        if not built.ok:
+            notify(f"regression {regression.id}: {sha[:12]} no longer builds; no profile")
+            return
+        sides.append(replace(ctx, label=why_label(regression.id), kernel_commit=sha, tree=builder.tree(sha)))
+    notify(f"regression {regression.id}: profiling {regression.culprit[:12]} against its parent {parent[:12]}")
+    execute_interleaved(case, case, WHY_PAIRS, sides[0], ctx_b=sides[1])
 
 
 def _case(spec: TrackerSpec, regression: Regression) -> Case:
