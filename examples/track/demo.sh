@@ -14,15 +14,20 @@ trap 'rm -rf "$scratch"' EXIT
 "$here/../bisect/make-repo.sh" "$scratch/src"
 cp "$here/demo.yaml" "$scratch/tracker.yaml"
 out=$PWD
-rm -f "$out/track-demo.db" "$out/track-demo.png"
+rm -f "$out/track-demo.db" "$out/track-demo.png" "$out/track-demo-report.html"
 export PERFLINE_DB=$out/track-demo.db PERFLINE_CACHE_DIR=$scratch/cache
 cd "$scratch"
 # bench.c measures against itself (see its header), so the pace guard is off.
 "$perfline" track run tracker.yaml --once --pace-tolerance off
 echo
 "$perfline" regressions
+echo
+# The report a developer gets by mail (report: mail_to in the tracker file), as text.
+"$perfline" report regression 1
+"$perfline" report regression 1 --format html --output "$out/track-demo-report.html"
 "$perfline" track graph demo --png "$out/track-demo.png"
 echo
-echo "the daily number as a graph: track-demo.png; the store: track-demo.db, e.g."
+echo "the report as one HTML file: track-demo-report.html; the daily number as a graph: track-demo.png"
+echo "the dashboard (issue 15, not built yet) will read the same store: track-demo.db, e.g."
 echo "  PERFLINE_DB=track-demo.db $perfline track status demo"
 echo "  PERFLINE_DB=track-demo.db $perfline regressions --json"
