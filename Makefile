@@ -11,14 +11,14 @@ NATIVE_CFLAGS := -O2 -g -Wall -Wextra -Werror -pthread
 # is what bisection walks and checks out.
 APT_PACKAGES := python3 python3-venv python3-dev gcc make git procps util-linux \
 	linux-perf dbench rt-tests stress-ng postgresql postgresql-client qemu-system-x86 busybox-static \
-	debootstrap e2fsprogs
+	debootstrap e2fsprogs chromium nodejs npm
 
 NATIVE_SRC := $(wildcard native/*.c)
 NATIVE_BIN := $(patsubst native/%.c,native/build/%,$(NATIVE_SRC))
 
-.PHONY: all install-deps install native demo test test-slow case-studies lint clean
+.PHONY: all install-deps install native web-assets demo test test-slow case-studies lint clean
 
-all: install native
+all: install native web-assets
 
 install-deps:
 	@missing=$$(for p in $(APT_PACKAGES); do \
@@ -40,6 +40,14 @@ $(VENV)/.installed: pyproject.toml
 
 native: $(NATIVE_BIN)
 
+# The dashboard's browser libraries (uPlot, htmx) from npm, pinned by web/package-lock.json;
+# `perfline serve` serves them from web/node_modules.
+web-assets: web/node_modules/.installed
+
+web/node_modules/.installed: web/package.json web/package-lock.json
+	cd web && npm ci --no-audit --no-fund --silent
+	touch $@
+
 native/build/%: native/%.c native/common.h
 	@mkdir -p native/build
 	$(CC) $(NATIVE_CFLAGS) -o $@ $< -lm
@@ -48,7 +56,7 @@ native/build/%: native/%.c native/common.h
 # interleaved A/B with its paired statistics, then the stored runs; last, the main job: a
 # tracker follows a small C project's history, finds the regression between two tested
 # commits, confirms it and bisects it to its commit (examples/track/demo.sh, SQLite).
-demo: install-deps install native
+demo: install-deps install native web-assets
 	$(BIN)/perfline run examples/jobs/demo.yaml --label demo
 	$(BIN)/perfline ab sched-pipe -p loops=20000 --a param:cpus=0 --b param:cpus=0,1 --pairs 6 --label demo
 	$(BIN)/perfline runs --limit 5
@@ -59,7 +67,7 @@ lint: install
 	$(BIN)/ruff check src
 	$(BIN)/mypy
 
-test: install-deps install native lint
+test: install-deps install native web-assets lint
 	$(BIN)/pytest -q
 
 test-slow: install-deps install native

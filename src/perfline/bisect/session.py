@@ -157,7 +157,7 @@ def _record_history(store: Store, bisection_id: int, case: Case, metric: str, re
     """The endpoints' stored samples, recorded once as the bisection's first samples, so
     that a resume replays the same evidence whatever runs are stored later."""
     found = endpoint_history(store, case, metric, repo, commits[0].sha, commits[-1].sha,
-                             local.fingerprint().machine_id)
+                             local.machine_id())
     last = len(commits) - 1
     for sample in found:
         store.add_bisect_sample(bisection_id, BisectSample(sample.endpoint * last, HISTORY, sample.value,

@@ -39,6 +39,7 @@ from perfline.cli.history import detect, history, regressions_app
 from perfline.cli.kernels import kernels_app
 from perfline.cli.migration import migration_cost
 from perfline.cli.report import report_app
+from perfline.cli.serve import serve
 from perfline.cli.track import track_app
 from perfline.jobs import (
     expand,
@@ -465,6 +466,7 @@ def _sequential_plan(pairs: str, max_pairs: int, alpha: float) -> SequentialPlan
 
 app.command()(history)
 app.command()(doctor)
+app.command()(serve)
 app.command()(detect)
 app.add_typer(regressions_app, name="regressions")
 app.add_typer(bisect_app, name="bisect")

@@ -95,7 +95,7 @@ def run(
     tolerance = _pace_tolerance(pace_tolerance)
     check(spec, _notify)
     store = open_store()
-    machine_id = local.fingerprint().machine_id
+    machine_id = local.machine_id()
     with _progress() as observer, terminate_as_interrupt():
         ctx = RunContext(store=store, fingerprint=local.fingerprint, observer=observer)
         try:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
     Boolean,
+    Date,
     DateTime,
     Float,
     ForeignKey,
@@ -136,6 +137,24 @@ class RegressionRow(Base):
     bisection_id: Mapped[int | None] = mapped_column(ForeignKey("bisections.id", ondelete="SET NULL"))
     culprit: Mapped[str | None] = mapped_column(String(64))
     culprit_subject: Mapped[str | None] = mapped_column(Text)
+    # Triage by people (the dashboard), beside the tracker's own status: Perfherder's
+    # states, an owner and a due date.
+    triage: Mapped[str] = mapped_column(String(16), default="untriaged", server_default="untriaged")
+    owner: Mapped[str | None] = mapped_column(String(200))
+    due: Mapped[date | None] = mapped_column(Date)
+
+
+class RegressionEventRow(Base):
+    """Who changed what of a regression's triage, and when: its history."""
+
+    __tablename__ = "regression_events"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    regression_id: Mapped[int] = mapped_column(ForeignKey("regressions.id", ondelete="CASCADE"), index=True)
+    at: Mapped[datetime]
+    who: Mapped[str] = mapped_column(String(200))
+    field: Mapped[str] = mapped_column(String(16))
+    old: Mapped[str | None] = mapped_column(Text)
+    new: Mapped[str | None] = mapped_column(Text)
 
 
 class TrackerRow(Base):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from sqlalchemy import Engine, func, select
@@ -20,6 +20,7 @@ from perfline.records.profile import ProfileEntry
 from perfline.records.status import RunStatus
 from perfline.store import migrate
 from perfline.store.bisections import BisectionQueries
+from perfline.store.dashboard import DashboardQueries
 from perfline.store.engine import StoreUnavailable, aware, connect, resolve_url
 from perfline.store.outbox import OutboxQueries
 from perfline.store.schema import (
@@ -118,9 +119,13 @@ class Regression:
     bisection_id: int | None = None
     culprit: str | None = None
     culprit_subject: str | None = None
+    # Triage by people (the dashboard): Perfherder's states, an owner, a due date.
+    triage: str = "untriaged"
+    owner: str | None = None
+    due: date | None = None
 
 
-class Store(BisectionQueries, TrackerQueries, OutboxQueries):
+class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._session = sessionmaker(engine, expire_on_commit=False)
@@ -597,6 +602,9 @@ def _regression(row: RegressionRow) -> Regression:
         bisection_id=row.bisection_id,
         culprit=row.culprit,
         culprit_subject=row.culprit_subject,
+        triage=row.triage or "untriaged",
+        owner=row.owner,
+        due=row.due,
     )
 
 

@@ -49,7 +49,7 @@ def fingerprint(root: Path = Path("/")) -> Fingerprint:
     config, config_source = kernel_config(root, platform.release())
     return Fingerprint(
         hostname=hostname(),
-        machine_id=_read(root / "etc/machine-id") or _read(root / "var/lib/dbus/machine-id"),
+        machine_id=machine_id(root),
         boot_id=boot_id(root),
         arch=platform.machine(),
         kernel_release=_read(proc / "sys/kernel/osrelease") or platform.release(),
@@ -116,6 +116,11 @@ def loadavg(text: str) -> tuple[float, float, float]:
     if len(fields) < 3:
         return (0.0, 0.0, 0.0)
     return (float(fields[0]), float(fields[1]), float(fields[2]))
+
+
+def machine_id(root: Path = Path("/")) -> str:
+    """This machine's id (systemd's, else D-Bus's): what tells one machine's runs from another's."""
+    return _read(root / "etc/machine-id") or _read(root / "var/lib/dbus/machine-id")
 
 
 def hostname() -> str:

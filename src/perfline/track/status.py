@@ -21,7 +21,7 @@ Notify = Callable[[str], None]
 def tracker_states(store: Store, names: list[str], notify: Notify) -> list[TrackerState]:
     """Per tracker: tested and pending commits (from its file and the store), open
     regressions, the budget left today and its daily numbers."""
-    machine_id = local.fingerprint().machine_id
+    machine_id = local.machine_id()
     now = datetime.now(UTC)
     states = []
     for name in names:

@@ -1,0 +1,1 @@
+"""`perfline serve`: the dashboard, server-rendered pages and a JSON API over the store."""
