@@ -3,7 +3,11 @@ the Debian cloud kernels of the tests marked `vm`."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +58,36 @@ def debian_kernels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Kernel
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(CACHE_ENV, str(TEST_CACHE))
         return {name: registered(name, package, scratch) for name, package in (KERNEL_61, KERNEL_612)}
+
+
+# Hostile strings the store may hold: a commit subject and a run label. Every page and
+# report must show them as text.
+SCRIPT_SUBJECT = "<script>window.pwned=1</script>"
+LABEL_ATTACK = "\"><img src=x onerror=\"window.pwned=1\">"
+
+
+@pytest.fixture(scope="session")
+def tracked_history(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tracked history with one regression narrowed to commit 41 (examples/track), whose
+    culprit's subject is `sched/eevdf: <script>…`, whose job's command carries a
+    quote-breaking string, plus one run labelled with LABEL_ATTACK. Read-only: a test
+    that changes it works on a copy."""
+    root = Path(__file__).resolve().parents[1]
+    where = tmp_path_factory.mktemp("tracked")
+    subprocess.run([str(root / "examples" / "bisect" / "make-repo.sh"), str(where / "src")], check=True,
+                   env={**os.environ, "CULPRIT_SUBJECT": f"sched/eevdf: {SCRIPT_SUBJECT}"})
+    # A YAML single-quoted scalar: its only escape is '' for '.
+    command = "'" + f"$PERFLINE_TREE/bench # {LABEL_ATTACK}".replace("'", "''") + "'"
+    text = (root / "examples" / "track" / "demo.yaml").read_text().replace("cmd: $PERFLINE_TREE/bench",
+                                                                            f"cmd: {command}")
+    (where / "tracker.yaml").write_text(text)
+    env = {**os.environ, "PERFLINE_CACHE_DIR": str(where / "cache")}
+    perfline = [sys.executable, "-m", "perfline", "--db", str(where / "db")]
+    proc = subprocess.run([*perfline, "track", "run", "tracker.yaml", "--once", "--pace-tolerance", "off"],
+                          capture_output=True, text=True, cwd=where, env=env, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr
+    labelled = subprocess.run([*perfline, "run", "command", "-p", "cmd=echo 1", "--repeat", "5", "--warmup", "0",
+                               "--no-monitors", "--label", LABEL_ATTACK], capture_output=True, text=True, cwd=where,
+                              env=env, timeout=300, check=False)
+    assert labelled.returncode == 0, labelled.stderr
+    return where

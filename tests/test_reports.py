@@ -25,9 +25,10 @@ import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.handlers import Message as MessageHandler
 
+from conftest import LABEL_ATTACK, SCRIPT_SUBJECT
+
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = "<script>alert(1)</script>"
-LABEL_ATTACK = "\"'><img src=x onerror=alert(1)>"
+SCRIPT = SCRIPT_SUBJECT
 CULPRIT = 41
 
 
@@ -42,20 +43,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def tracked(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    where = tmp_path_factory.mktemp("report")
-    subprocess.run([str(ROOT / "examples" / "bisect" / "make-repo.sh"), str(where / "src")], check=True,
-                   env={**os.environ, "CULPRIT_SUBJECT": f"sched/eevdf: {SCRIPT}"})
-    # A YAML single-quoted scalar: its only escape is '' for '.
-    command = "'" + f"$PERFLINE_TREE/bench # {LABEL_ATTACK}".replace("'", "''") + "'"
-    text = (ROOT / "examples" / "track" / "demo.yaml").read_text().replace("cmd: $PERFLINE_TREE/bench",
-                                                                            f"cmd: {command}")
-    (where / "tracker.yaml").write_text(text)
-    proc = perfline(where, "track", "run", "tracker.yaml", "--once", "--pace-tolerance", "off",
-                    env={"PERFLINE_CACHE_DIR": str(where / "cache")})
-    assert proc.returncode == 0, proc.stderr
-    return where
+@pytest.fixture
+def tracked(tracked_history: Path) -> Path:
+    return tracked_history
 
 
 def shas(where: Path) -> list[str]:
