@@ -148,13 +148,13 @@ def test_each_commit_is_built_once_with_its_config_and_full_log(tmp_path: Path, 
     assert "perfline: exit status 2" in builder.log_path(shas[1]).read_text()
     assert not (builder.kept(shas[1]) / "bzImage").exists() and not (builder.root / shas[1]).exists()
 
-    registered = kernel.register(kept, 7, shas[0])
+    registered = kernel.register(kept, kernel.kernel_name(7, shas[0]), shas[0])
     assert (registered.name, registered.release) == (f"bisect-7-{shas[0][:12]}", "6.9.0-a")
     assert registered.config() == (kept / "config").read_text()
-    assert kernel.register(kept, 7, shas[0]) == registered  # the same commit again: a no-op
+    assert kernel.register(kept, kernel.kernel_name(7, shas[0]), shas[0]) == registered  # the same commit again: a no-op
     assert kernels.get_kernel(registered.name).image.read_bytes() == images[0].read_bytes()
     with pytest.raises(kernel.KernelBisectError, match="left no arch/x86/boot/bzImage"):
-        kernel.register(builder.kept(shas[1]), 7, shas[1])
+        kernel.register(builder.kept(shas[1]), kernel.kernel_name(7, shas[1]), shas[1])
 
     assert kept_config.read_text() == "CONFIG_X=y\n"
     kept_config.unlink()

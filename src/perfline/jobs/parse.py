@@ -81,7 +81,7 @@ def load_job(path: Path | str) -> JobSpec:
 def job_from_node(path: Path, text: str, node: Node, name: str) -> JobSpec:
     """An inline job: `node`, a mapping within the YAML file `path` (whose `text` it was
     composed from), read like a job file of its own named `name`; errors name its lines."""
-    return _Parser(path, text).job(node, name)
+    return _Parser(path, text).job(node, name, "the job")
 
 
 def job_from_benchmark(
@@ -324,10 +324,10 @@ class _Parser:
             raise JobError(
                 self.path, 1, "empty job file: expected a mapping with a 'benchmark' key"
             )
-        return self.job(root, self.path.stem)
+        return self.job(root, self.path.stem, "the job file")
 
-    def job(self, root: Node, name: str) -> JobSpec:
-        top = self.mapping(root, "the job")
+    def job(self, root: Node, name: str, what: str) -> JobSpec:
+        top = self.mapping(root, what)
         for key, (key_node, _) in top.items():
             if key not in TOP_KEYS:
                 raise self.error(key_node, _unknown("key", key, TOP_KEYS))

@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session, sessionmaker
 
 from perfline.records.errors import UserError
 from perfline.records.status import BisectionStatus
+from perfline.store.engine import Sessions
 from perfline.store.schema import BisectBuildRow, BisectionRow, BisectSampleRow
 
 
@@ -67,7 +67,7 @@ class BisectBuild:
 class BisectionQueries:
     """Mixed into Store; uses its session factory."""
 
-    _session: sessionmaker[Session]
+    _session: Sessions
 
     def create_bisection(self, spec: BisectionSpec) -> int:
         now = datetime.now(UTC)

@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session, sessionmaker
 
 from perfline.records.status import RunStatus
-from perfline.store.engine import aware
+from perfline.store.engine import Sessions, aware
 from perfline.store.schema import RegressionEventRow, RegressionRow, RunRow, SampleRow
 
 # Perfherder's alert states: what a person decided about a regression.
@@ -54,7 +53,7 @@ class TriageError(ValueError):
 class DashboardQueries:
     """Mixed into Store; uses its session factory."""
 
-    _session: sessionmaker[Session]
+    _session: Sessions
 
     def series_rows(self, metric: str, case_key: str | None = None, machine_id: str | None = None,
                     since: datetime | None = None) -> list[SeriesRow]:

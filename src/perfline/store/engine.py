@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -10,8 +12,10 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.orm import Session, sessionmaker
 
 from perfline.records.errors import UserError
+from perfline.system.signals import signals_held
 
 
 class StoreUnavailable(UserError):
@@ -83,3 +87,19 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 def aware(moment: datetime) -> datetime:
     """SQLite hands back naive datetimes; everything perfline writes is UTC."""
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+class Sessions:
+    """The store's sessions: plain ones to read; `begin()` to write, with Ctrl-C and
+    SIGTERM held until the transaction is committed or rolled back (system.signals)."""
+
+    def __init__(self, factory: sessionmaker[Session]) -> None:
+        self._factory = factory
+
+    def __call__(self) -> Session:
+        return self._factory()
+
+    @contextmanager
+    def begin(self) -> Iterator[Session]:
+        with signals_held(), self._factory.begin() as session:
+            yield session

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session, sessionmaker
 
+from perfline.store.engine import Sessions
 from perfline.store.schema import OutboxRow
 
 
@@ -26,7 +26,7 @@ class Letter:
 class OutboxQueries:
     """Mixed into Store; uses its session factory."""
 
-    _session: sessionmaker[Session]
+    _session: Sessions
 
     def queue_mail(self, key: str, recipients: list[str], subject: str, text: str, html: str | None) -> bool:
         """Queue a message unless one with this key was queued before; whether it was new."""

@@ -21,7 +21,7 @@ from perfline.records.status import RunStatus
 from perfline.store import migrate
 from perfline.store.bisections import BisectionQueries
 from perfline.store.dashboard import DashboardQueries
-from perfline.store.engine import StoreUnavailable, aware, connect, resolve_url
+from perfline.store.engine import Sessions, StoreUnavailable, aware, connect, resolve_url
 from perfline.store.outbox import OutboxQueries
 from perfline.store.schema import (
     KernelConfig,
@@ -128,7 +128,7 @@ class Regression:
 class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._session = sessionmaker(engine, expire_on_commit=False)
+        self._session = Sessions(sessionmaker(engine, expire_on_commit=False))
         self._known_metrics: set[str] = set()
 
     @classmethod

@@ -8,10 +8,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import delete, select
-from sqlalchemy.orm import Session, sessionmaker
 
 from perfline.records.errors import UserError
-from perfline.store.engine import aware
+from perfline.store.engine import Sessions, aware
 from perfline.store.schema import DailyNumberRow, TrackerRow
 
 
@@ -43,7 +42,7 @@ class DailyNumber:
 class TrackerQueries:
     """Mixed into Store; uses its session factory."""
 
-    _session: sessionmaker[Session]
+    _session: Sessions
 
     def ensure_tracker(self, name: str, file: str, repo: str, branch: str, since: str) -> TrackerRecord:
         """The stored tracker of this name, created with `since` if new; the file, repo and
