@@ -49,9 +49,11 @@ def test_api_serves_trackers_series_regressions_runs_and_bisections(client: Test
     assert series["points_total"] == 6 and not series["downsampled"]  # bisection probes are not points
     [change] = series["changes"]
     assert change["kind"] == "regression" and change["culprit_subject"] == f"sched/eevdf: {SCRIPT_SUBJECT}"
-    assert series["points"][change["x"]]["mean"] > series["points"][change["x"] - 1]["mean"]
-    short = client.get("/api/series", params={"metric": "command.seconds", "max_points": 10}).json()
-    assert len(short["series"][0]["points"]) == 6
+    means = series["points"]["mean"]  # columns, one array per field
+    assert means[change["x"]] > means[change["x"] - 1]
+    assert len(series["points"]["commit"]) == 6 and all(series["points"]["subject"])
+    long = client.get("/api/series", params={"metric": "command.seconds", "max_points": 10}).json()
+    assert len(long["series"][0]["points"]["mean"]) == 6
     [regression] = [r for r in client.get("/api/regressions").json() if r["kind"] == "regression"]
     assert regression["status"] == "bisected" and regression["triage"] == "untriaged"
     runs = client.get("/api/runs", params={"limit": 500}).json()
@@ -190,3 +192,18 @@ def test_triage_in_the_page_with_and_without_the_token(server: str, browser: obj
     assert page.locator(".triage-state").text_content() == "fixed"
 
 
+
+
+def test_a_long_series_is_downsampled_to_buckets_of_mean_and_range(tracked_history: Path) -> None:
+    from perfline.web.series_data import series_json
+
+    store = Store.open(str(tracked_history / "db"))
+    full = series_json(store, "command.seconds", None, None)["series"][0]
+    [short] = series_json(store, "command.seconds", None, None, max_points=3)["series"]
+    assert short["downsampled"] and len(short["points"]["mean"]) == 3 and short["points_total"] == 6
+    values = full["points"]
+    for i in range(3):  # buckets of two points
+        assert short["points"]["min"][i] == min(values["min"][2 * i:2 * i + 2])
+        assert short["points"]["max"][i] == max(values["max"][2 * i:2 * i + 2])
+        assert short["points"]["n"][i] == sum(values["n"][2 * i:2 * i + 2])
+    assert short["changes"][0]["x"] == full["changes"][0]["x"] // 2

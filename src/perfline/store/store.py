@@ -486,8 +486,11 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries):
             session.flush()
             return _regression(row), True
 
-    def regressions(self, status: str | None = None, tracker: str | None = None) -> list[Regression]:
+    def regressions(self, status: str | None = None, tracker: str | None = None,
+                    metric: str | None = None) -> list[Regression]:
         query = select(RegressionRow).order_by(RegressionRow.id.desc())
+        if metric is not None:
+            query = query.where(RegressionRow.metric == metric)
         if status is not None:
             query = query.where(RegressionRow.status == status)
         if tracker is not None:

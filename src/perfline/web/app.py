@@ -6,6 +6,7 @@ Nothing here runs a command or reads a file outside the store and the static ass
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import asdict
 from datetime import datetime
@@ -133,9 +134,13 @@ def create_app(store: Store, tokens: Tokens, vendor: Path) -> FastAPI:
 
     @app.get("/api/series")
     def api_series(metric: str, case: str | None = None, machine: str | None = None, since: datetime | None = None,
-                   max_points: Annotated[int, Query(ge=10, le=100_000)] = DEFAULT_MAX_POINTS) -> dict[str, Any]:
-        """One metric's series (every case and machine unless given), downsampled to max_points."""
-        return series_json(store, metric, case, machine, since, max_points)
+                   max_points: Annotated[int, Query(ge=10, le=100_000)] = DEFAULT_MAX_POINTS) -> Response:
+        """One metric's series (every case and machine unless given), downsampled to max_points:
+        per point its commit (or run), subject, runs, mean, min, max, n; the regressions'
+        change points with their culprits."""
+        # Serialized directly: FastAPI's encoder walks 10,000 point objects ten times slower.
+        return Response(json.dumps(series_json(store, metric, case, machine, since, max_points)),
+                        media_type="application/json")
 
     @app.get("/api/runs")
     def api_runs(limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> list[dict[str, Any]]:

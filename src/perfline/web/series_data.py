@@ -5,12 +5,14 @@ Points are in the order their first run started: a tracker tests oldest first, s
 is the branch's order without asking git, which keeps the API fast (docs/web.md). For
 that reason bisection probes are left out, as from every series in time order
 (analysis.series): measured after the range's ends, they would be drawn after them.
+
+The points are columns (one array per field, as uPlot draws them): a 10,000-point
+series is then a few hundred kilobytes that encode and parse fast.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -21,83 +23,83 @@ from perfline.store.dashboard import SeriesRow
 # Beyond this many points a series is cut into equal buckets, each drawn as its mean
 # with the lowest and highest value in it: a screen shows no more anyway.
 DEFAULT_MAX_POINTS = 2000
-
-
-@dataclass
-class _Point:
-    key: str
-    commit: str | None
-    label: str | None
-    started_at: datetime
-    runs: list[int]
-    values: list[float]
+_EPOCH = datetime(1970, 1, 1)
 
 
 def series_json(store: Store, metric: str, case_key: str | None, machine_id: str | None,
                 since: datetime | None = None, max_points: int = DEFAULT_MAX_POINTS) -> dict[str, Any]:
-    rows = [r for r in store.series_rows(metric, case_key, machine_id, since)
-            if not (r.label and BISECT_LABEL.fullmatch(r.label))]
     groups: dict[tuple[str, str], list[SeriesRow]] = defaultdict(list)
-    for row in rows:
-        groups[(row.case_key, row.machine_id)].append(row)
-    regressions = [r for r in store.regressions() if r.metric == metric]
+    for row in store.series_rows(metric, case_key, machine_id, since):
+        label = row[5]
+        if not (label and BISECT_LABEL.fullmatch(label)):
+            groups[(row[1], row[2])].append(row)
+    regressions = store.regressions(metric=metric)
     subjects = _subjects(store)
     out = []
     for (case, machine), members in sorted(groups.items()):
         points = _points(members)
         marks = _marks(points, [r for r in regressions if r.case_key == case and r.machine_id == machine])
-        shown = _downsample(points, max_points)
-        out.append({
-            "case": case, "machine_id": machine, "hostname": members[0].hostname, "points_total": len(points),
-            "downsampled": len(shown) < len(points),
-            "points": [{"x": i, "name": p["name"], "commit": p["commit"], "subject": subjects.get(p["commit"] or ""),
-                        "label": p["label"], "time": p["time"], "runs": p["runs"], "mean": p["mean"],
-                        "min": p["min"], "max": p["max"], "n": p["n"]} for i, p in enumerate(shown)],
-            "changes": marks if len(shown) == len(points) else _rescale(marks, len(points), len(shown)),
-        })
+        size = max(1, -(-len(points) // max_points))  # ceil: buckets of `size` points
+        columns = _columns(points if size == 1 else _buckets(points, size), subjects)
+        out.append({"case": case, "machine_id": machine, "hostname": members[0][3],
+                    "points_total": len(points), "downsampled": size > 1, "points": columns,
+                    "changes": [{**m, "x": m["x"] // size} for m in marks]})
     return {"metric": metric, "series": out}
 
 
-def _points(rows: list[SeriesRow]) -> list[_Point]:
-    """One point per commit when every run names one, else one per run."""
-    by_commit = all(r.kernel_commit for r in rows)
-    points: dict[str, _Point] = {}
-    for r in rows:
-        key = r.kernel_commit if by_commit and r.kernel_commit else str(r.run_id)
+# A point: [first run's time (naive UTC), commit, label, run ids, values].
+Point = tuple[datetime, str | None, str | None, list[int], list[float]]
+
+
+def _points(rows: list[SeriesRow]) -> list[Point]:
+    """One point per commit when every run names one, else one per run, in the order
+    of their first run."""
+    by_commit = all(r[4] for r in rows)
+    points: dict[object, Point] = {}
+    for run_id, _, _, _, commit, label, started_at, value in rows:
+        key = commit if by_commit else run_id
         point = points.get(key)
         if point is None:
-            point = points[key] = _Point(key, r.kernel_commit, r.label, r.started_at, [], [])
-        if r.run_id not in point.runs:
-            point.runs.append(r.run_id)
-        point.values.append(r.value)
-    return sorted(points.values(), key=lambda p: (p.started_at, p.runs[0]))
+            points[key] = (started_at, commit, label, [run_id], [value])
+            continue
+        if point[3][-1] != run_id:
+            point[3].append(run_id)
+        point[4].append(value)
+    return list(points.values())  # rows come oldest run first, so points do too
 
 
-def _downsample(points: list[_Point], max_points: int) -> list[dict[str, Any]]:
-    size = max(1, -(-len(points) // max_points))  # ceil: buckets of `size` points
-    out = []
+def _buckets(points: list[Point], size: int) -> list[Point]:
+    """Consecutive points merged `size` at a time (their runs: the first 20)."""
+    merged = []
     for start in range(0, len(points), size):
         bucket = points[start:start + size]
-        values = [v for p in bucket for v in p.values]
-        first = bucket[0]
-        out.append({"name": (first.commit or "")[:12] or f"run {first.runs[0]}",
-                    "commit": first.commit if len(bucket) == 1 else None, "label": first.label,
-                    "time": first.started_at.isoformat(), "runs": [r for p in bucket for r in p.runs][:20],
-                    "mean": sum(values) / len(values), "min": min(values), "max": max(values), "n": len(values)})
-    return out
+        merged.append((bucket[0][0], bucket[0][1] if size == 1 else None, bucket[0][2],
+                       [run for p in bucket for run in p[3]][:20], [v for p in bucket for v in p[4]]))
+    return merged
 
 
-def _marks(points: list[_Point], regressions: list[Regression]) -> list[dict[str, Any]]:
+def _columns(points: list[Point], subjects: dict[str, str]) -> dict[str, list[Any]]:
+    return {
+        "name": [(p[1] or "")[:12] or f"run {p[3][0]}" for p in points],
+        "commit": [p[1] for p in points],
+        "subject": [subjects.get(p[1] or "") for p in points],
+        "label": [p[2] for p in points],
+        # SQLite gives naive UTC, PostgreSQL aware times.
+        "time": [p[0].timestamp() if p[0].tzinfo else (p[0] - _EPOCH).total_seconds() for p in points],
+        "runs": [p[3] for p in points],
+        "mean": [sum(p[4]) / len(p[4]) for p in points],
+        "min": [min(p[4]) for p in points],
+        "max": [max(p[4]) for p in points],
+        "n": [len(p[4]) for p in points],
+    }
+
+
+def _marks(points: list[Point], regressions: list[Regression]) -> list[dict[str, Any]]:
     """Each regression at the point of its first run after the change."""
-    index = {run: i for i, p in enumerate(points) for run in p.runs}
+    index = {run: i for i, p in enumerate(points) for run in p[3]}
     return [{"x": index[r.after_run_id], "id": r.id, "kind": r.kind, "status": r.status, "change_pct": r.change_pct,
              "culprit": r.culprit, "culprit_subject": r.culprit_subject}
             for r in regressions if r.after_run_id in index]
-
-
-def _rescale(marks: list[dict[str, Any]], total: int, shown: int) -> list[dict[str, Any]]:
-    size = max(1, -(-total // max(shown, 1)))
-    return [{**m, "x": m["x"] // size} for m in marks]
 
 
 def _subjects(store: Store) -> dict[str, str]:

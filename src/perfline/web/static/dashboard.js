@@ -5,6 +5,14 @@
 
 const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"];
 
+// The API sends each series' points as columns; one point as an object for the hover.
+function pointAt(s, i) {
+  if (i == null || i >= s.points.mean.length) return null;
+  const point = {};
+  for (const key of Object.keys(s.points)) point[key] = s.points[key][i];
+  return point;
+}
+
 function hoverText(point) {
   if (!point) return "";
   const lines = [
@@ -45,7 +53,7 @@ function marksPlugin(marks) {
 function drawSeries(el, doc, small) {
   const series = doc.series;
   if (!series.length) { el.textContent = "no data"; return; }
-  const longest = Math.max(...series.map((s) => s.points.length));
+  const longest = Math.max(...series.map((s) => s.points.mean.length));
   const xs = Array.from({ length: longest }, (_, i) => i);
   const data = [xs];
   const opts = {
@@ -60,11 +68,12 @@ function drawSeries(el, doc, small) {
   };
   series.forEach((s, k) => {
     const color = COLORS[k % COLORS.length];
-    data.push(xs.map((i) => (i < s.points.length ? s.points[i].mean : null)));
+    const pad = (column) => (column.length === longest ? column : xs.map((i) => (i < column.length ? column[i] : null)));
+    data.push(pad(s.points.mean));
     opts.series.push({ label: s.case + " @ " + s.hostname, stroke: color, width: 1.5, points: { show: !small } });
     if (!small) {
-      data.push(xs.map((i) => (i < s.points.length ? s.points[i].min : null)));
-      data.push(xs.map((i) => (i < s.points.length ? s.points[i].max : null)));
+      data.push(pad(s.points.min));
+      data.push(pad(s.points.max));
       opts.series.push({ label: "min", stroke: color, width: 0.5, dash: [2, 3] });
       opts.series.push({ label: "max", stroke: color, width: 0.5, dash: [2, 3] });
     }
@@ -74,16 +83,17 @@ function drawSeries(el, doc, small) {
   if (hover) {
     opts.hooks = { setCursor: [(u) => {
       const i = u.cursor.idx;
-      hover.textContent = i == null ? "" : hoverText(series[0].points[i]);
+      hover.textContent = hoverText(pointAt(series[0], i));
     }] };
   }
   el.textContent = "";
   const plot = new uPlot(opts, data, el);
   el.dataset.drawn = "1";
+  el.dataset.drawnAt = String(performance.now());  // for bench/web_bench.py
   if (!small) {
     plot.over.addEventListener("click", () => {
       const i = plot.cursor.idx;
-      const point = i == null ? null : series[0].points[i];
+      const point = pointAt(series[0], i);
       if (point) window.location.href = "/runs/" + encodeURIComponent(point.runs[0]);
     });
   }
