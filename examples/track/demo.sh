@@ -28,6 +28,7 @@ echo
 "$perfline" track graph demo --png "$out/track-demo.png"
 echo
 echo "the report as one HTML file: track-demo-report.html; the daily number as a graph: track-demo.png"
-echo "the dashboard (issue 15, not built yet) will read the same store: track-demo.db, e.g."
+echo "the dashboard on the same store: PERFLINE_DB=track-demo.db $perfline serve   (then open http://127.0.0.1:8080/)"
+echo "and from the command line, e.g.:"
 echo "  PERFLINE_DB=track-demo.db $perfline track status demo"
 echo "  PERFLINE_DB=track-demo.db $perfline regressions --json"
