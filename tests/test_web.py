@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -207,3 +207,37 @@ def test_a_long_series_is_downsampled_to_buckets_of_mean_and_range(tracked_histo
         assert short["points"]["max"][i] == max(values["max"][2 * i:2 * i + 2])
         assert short["points"]["n"][i] == sum(values["n"][2 * i:2 * i + 2])
     assert short["changes"][0]["x"] == full["changes"][0]["x"] // 2
+
+
+def _changes(read: Callable[[], tuple[float, float]], before: tuple[float, float]) -> tuple[float, float]:
+    """Poll until `read()` differs from `before` (the page's CSP forbids evaluating a
+    string of JavaScript, which Playwright's wait_for_function would do)."""
+    deadline = time.monotonic() + 10
+    while (now := read()) == before:
+        assert time.monotonic() < deadline, "nothing changed"
+        time.sleep(0.05)
+    return now
+
+
+def test_the_series_chart_zooms_and_pans(server: str, browser: object) -> None:
+    page = browser.new_page(viewport={"width": 1200, "height": 900})  # type: ignore[attr-defined]
+    page.goto(server + "/series?metric=command.seconds")
+    page.wait_for_selector("[data-series][data-drawn='1'] canvas")
+    box = page.locator(".u-over").first.bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    chart = page.locator("[data-series]").first
+
+    def shown() -> tuple[float, float]:
+        low, high = (chart.get_attribute("data-range") or "nan:nan").split(":")
+        return float(low), float(high)
+
+    before = shown()
+    page.mouse.wheel(0, -300)  # zoom in around the pointer
+    zoomed = _changes(shown, before)
+    assert zoomed[1] - zoomed[0] < before[1] - before[0]
+    page.keyboard.down("Shift")
+    page.mouse.wheel(0, 300)  # pan right: the same width, further on
+    page.keyboard.up("Shift")
+    panned = _changes(shown, zoomed)
+    assert panned[0] > zoomed[0] and abs((panned[1] - panned[0]) - (zoomed[1] - zoomed[0])) < 0.01

@@ -50,6 +50,35 @@ function marksPlugin(marks) {
   };
 }
 
+// Wheel zooms the x axis around the pointer, shift+wheel pans it (uPlot itself zooms
+// by dragging a range; double-click resets).
+function wheelPlugin() {
+  return {
+    hooks: {
+      ready: [(u) => {
+        u.over.addEventListener("wheel", (e) => {
+          e.preventDefault();
+          const { min, max } = u.scales.x;
+          const width = max - min;
+          const all = u.data[0];
+          const lo = all[0], hi = all[all.length - 1];
+          let next;
+          if (e.shiftKey) {
+            const step = width * 0.1 * Math.sign(e.deltaY || e.deltaX);
+            next = [min + step, max + step];
+          } else {
+            const at = u.posToVal(e.offsetX, "x");
+            const factor = e.deltaY < 0 ? 0.8 : 1.25;
+            next = [at - (at - min) * factor, at + (max - at) * factor];
+          }
+          next = [Math.max(lo, next[0]), Math.min(hi, next[1])];
+          if (next[1] - next[0] >= 1) u.setScale("x", { min: next[0], max: next[1] });
+        }, { passive: false });
+      }],
+    },
+  };
+}
+
 function drawSeries(el, doc, small) {
   const series = doc.series;
   if (!series.length) { el.textContent = "no data"; return; }
@@ -78,13 +107,17 @@ function drawSeries(el, doc, small) {
       opts.series.push({ label: "max", stroke: color, width: 0.5, dash: [2, 3] });
     }
   });
-  if (!small) opts.plugins.push(marksPlugin(series[0].changes));
+  if (!small) opts.plugins.push(marksPlugin(series[0].changes), wheelPlugin());
   const hover = el.nextElementSibling && el.nextElementSibling.classList.contains("hover") ? el.nextElementSibling : null;
+  // The x range shown, on the element: what a link or a test can read back.
+  opts.hooks = { setScale: [(u, key) => {
+    if (key === "x") el.dataset.range = u.scales.x.min.toFixed(2) + ":" + u.scales.x.max.toFixed(2);
+  }] };
   if (hover) {
-    opts.hooks = { setCursor: [(u) => {
+    opts.hooks.setCursor = [(u) => {
       const i = u.cursor.idx;
       hover.textContent = hoverText(pointAt(series[0], i));
-    }] };
+    }];
   }
   el.textContent = "";
   const plot = new uPlot(opts, data, el);
