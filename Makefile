@@ -8,10 +8,14 @@ NATIVE_CFLAGS := -O2 -g -Wall -Wextra -Werror -pthread
 # Every system package perfline or its tests use. linux-perf gives `perf bench` and
 # `perf stat`; dbench gives tbench/tbench_srv; postgresql gives pgbench and a server;
 # debootstrap and e2fsprogs (mkfs.ext4 -d) build the root file system of VM guests; git
-# is what bisection walks and checks out.
+# is what bisection walks and checks out; chromium is the browser the dashboard tests drive
+# (Playwright with executable_path: its own browser download cannot work everywhere).
 APT_PACKAGES := python3 python3-venv python3-dev gcc make git procps util-linux \
 	linux-perf dbench rt-tests stress-ng postgresql postgresql-client qemu-system-x86 busybox-static \
-	debootstrap e2fsprogs chromium nodejs npm
+	debootstrap e2fsprogs chromium
+# npm comes with Debian's nodejs and npm packages, or with a NodeSource nodejs that
+# conflicts with Debian's npm package: installed only when there is no npm at all.
+NPM_PACKAGES := nodejs npm
 
 NATIVE_SRC := $(wildcard native/*.c)
 NATIVE_BIN := $(patsubst native/%.c,native/build/%,$(NATIVE_SRC))
@@ -22,7 +26,8 @@ all: install native web-assets
 
 install-deps:
 	@missing=$$(for p in $(APT_PACKAGES); do \
-		dpkg-query -W -f='$${db:Status-Status}\n' $$p 2>/dev/null | grep -qx installed || echo $$p; done); \
+		dpkg-query -W -f='$${db:Status-Status}\n' $$p 2>/dev/null | grep -qx installed || echo $$p; done; \
+		command -v npm >/dev/null || echo $(NPM_PACKAGES)); \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:" $$missing; \
 		sudo=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \

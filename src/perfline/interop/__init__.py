@@ -1,0 +1,1 @@
+"""Other tools' results in (`perfline import`), perfline's out (`perfline export`)."""
