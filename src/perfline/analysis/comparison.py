@@ -37,6 +37,7 @@ MONITOR_ALPHA_SHARE = 0.5
 # start-up check's findings: busy CPUs, load) differ in every run, and what in them
 # matters for comparability (tracing) is in the fingerprint.
 NOT_COMPARED_SETTINGS = ("interleaved", "ci_halfwidth_pct", "precision_reached", "vm_boot_s", "disturbances",
+                         "imported", "summary_only",
                          "order")
 
 
@@ -132,6 +133,9 @@ def compare_sides(
     from perfline.stats.two_sample import compare
 
     base, others = sides[0], sides[1:]
+    # Imported summaries (a mean from another tool's file, no samples) are shown, never
+    # compared as if they were a sample of one.
+    summaries = {name for side in sides for run in side.runs for name in run.settings.get("summary_only", {})}
     rows = []
     for name, (metric, source) in base.metrics().items():
         base_values = base.values(name)
@@ -144,7 +148,7 @@ def compare_sides(
                 compare(base_values, values, metric, alpha=alpha, confidence=confidence, floor_pct=floor, paired=paired,
                         base_runs=None if paired else base.run_labels(name),
                         other_runs=None if paired else side.run_labels(name))
-                if values
+                if values and name not in summaries
                 else None
             )
         rows.append(MetricRow(metric, source, summarize(base_values), comparisons))
@@ -161,6 +165,9 @@ def compare_sides(
             "false-verdict rate up to about 3x at α=0.01 when both sides did (docs/statistics.md, adaptive run "
             "count); treat a change near the floor with care, or compare with `ab`"
         )
+    if summaries & {row.metric.name for row in rows}:
+        notes.append(f"{', '.join(sorted(summaries))}: imported as a summary (a mean, without samples), so not "
+                     "compared")
     if any(row.source != "benchmark" for row in rows):
         notes.append("monitor metrics are judged together (Benjamini–Hochberg at "
                      f"α={alpha * MONITOR_ALPHA_SHARE:g}); the benchmark's own metrics each at α={alpha:g}")

@@ -36,6 +36,7 @@ from perfline.cli.common import (
 )
 from perfline.cli.doctor import doctor
 from perfline.cli.history import detect, history, regressions_app
+from perfline.cli.interop import export, import_
 from perfline.cli.kernels import kernels_app
 from perfline.cli.migration import migration_cost
 from perfline.cli.report import report_app
@@ -467,6 +468,8 @@ def _sequential_plan(pairs: str, max_pairs: int, alpha: float) -> SequentialPlan
 app.command()(history)
 app.command()(doctor)
 app.command()(serve)
+app.command("import")(import_)
+app.command()(export)
 app.command()(detect)
 app.add_typer(regressions_app, name="regressions")
 app.add_typer(bisect_app, name="bisect")

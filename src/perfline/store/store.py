@@ -22,6 +22,7 @@ from perfline.store import migrate
 from perfline.store.bisections import BisectionQueries
 from perfline.store.dashboard import DashboardQueries
 from perfline.store.engine import Sessions, StoreUnavailable, aware, connect, resolve_url
+from perfline.store.imports import ImportQueries
 from perfline.store.outbox import OutboxQueries
 from perfline.store.schema import (
     KernelConfig,
@@ -125,7 +126,7 @@ class Regression:
     due: date | None = None
 
 
-class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries):
+class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, ImportQueries):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._session = Sessions(sessionmaker(engine, expire_on_commit=False))

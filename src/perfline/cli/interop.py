@@ -1,0 +1,95 @@
+"""`perfline import` and `perfline export`: other tools' results in, perfline's out."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from perfline.cli.common import console, fail, open_store
+
+
+def import_(
+    path: Annotated[Path, typer.Argument(help="A result file, or a directory of them.")],
+    fmt: Annotated[str | None, typer.Option("--format", help="gbench, pytest-benchmark, hyperfine, bmf, otava, lkp "
+                                                             "or perfline (default: detected).")] = None,
+    label: Annotated[str | None, typer.Option(help="Label stored with every imported run.")] = None,
+    machine: Annotated[str | None, typer.Option(help="The machine the results came from (default: the file's "
+                                                     "host name, else 'imported').")] = None,
+    kernel_commit: Annotated[str | None, typer.Option(help="The commit every imported run measured.")] = None,
+    commit_from_file: Annotated[bool, typer.Option(help="Take each run's commit from the file (Otava's commit "
+                                                        "column, pytest-benchmark's commit_info).")] = False,
+    direction: Annotated[list[str] | None, typer.Option(
+        help="METRIC=higher|lower where the format does not say (repeat it).")] = None,
+    dry_run: Annotated[bool, typer.Option(help="Say what would be stored; store nothing.")] = False,
+    force: Annotated[bool, typer.Option(help="Import a file imported before once more.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help='Print {"format", "runs", "samples", "skipped"}.')] = False,
+) -> None:
+    """Import other tools' results: they become runs like measured ones (history, detect,
+    compare, track, the dashboard), marked with their source file."""
+    from perfline.interop import perfline_json
+    from perfline.interop.importing import plan
+
+    directions = {}
+    for item in direction or []:
+        name, _, value = item.partition("=")
+        if value not in ("higher", "lower"):
+            raise fail(f"--direction {item}: give METRIC=higher or METRIC=lower")
+        directions[name] = value
+    if kernel_commit and commit_from_file:
+        raise fail("give --kernel-commit or --commit-from-file, not both")
+    found = plan(path, fmt, label=label, machine=machine, commit=kernel_commit, commit_from_file=commit_from_file,
+                 directions=directions)
+    store = open_store()
+    before = sorted({run for digest in found.digests for run in store.imported_from(digest)})
+    if before and not force and found.format != "perfline":
+        raise fail(f"{path}: imported before (runs {', '.join(map(str, before[:10]))}); --force imports it again")
+    ids: list[int] = []
+    if not dry_run:
+        if found.format == "perfline":
+            # One export file at a time: its regressions name its runs by position.
+            for file in found.files:
+                configs, regressions = perfline_json.configs_and_regressions(file)
+                runs = perfline_json.read(file)
+                added = store.add_imported(runs, configs)
+                store.add_exported_regressions(added, regressions)
+                ids += added
+        else:
+            ids = store.add_imported(found.runs)
+    if as_json:
+        print(json.dumps({"format": found.format, "runs": ids, "samples": found.samples, "skipped": found.skipped,
+                          "dry_run": dry_run}))
+        return
+    what = "would store" if dry_run else "stored"
+    console.print(f"{found.format}: {what} {len(found.runs)} run(s), {found.samples} sample(s) from "
+                  f"{len(found.files)} file(s); {found.skipped} value(s) skipped (NaN, Infinity, null)"
+                  + (f"; runs {ids[0]}-{ids[-1]}" if ids else ""), highlight=False)
+
+
+def export(
+    run_ids: Annotated[list[int] | None, typer.Argument(help="Runs to export (default: every run).")] = None,
+    label: Annotated[str | None, typer.Option(help="Only runs with this label.")] = None,
+    since: Annotated[str | None, typer.Option(help="Only runs started on or after this date (YYYY-MM-DD).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="perfline (lossless JSON), csv (long form), bmf or otava.")
+                   ] = "perfline",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+) -> None:
+    """Export runs: perfline's JSON re-imports to the same store; CSV, BMF and Otava for other tools."""
+    from perfline.interop.exporting import FORMATS
+    from perfline.interop.exporting import export as render
+
+    if fmt not in FORMATS:
+        raise fail(f"--format {fmt}: one of {', '.join(FORMATS)}")
+    try:
+        start = datetime.fromisoformat(since).replace(tzinfo=UTC) if since else None
+    except ValueError:
+        raise fail(f"--since {since}: give a date, YYYY-MM-DD") from None
+    text = render(open_store(), fmt, run_ids, label, start)
+    if output is None:
+        print(text, end="")
+    else:
+        output.write_text(text)
+        console.print(f"wrote {output}", highlight=False)

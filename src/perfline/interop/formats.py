@@ -1,0 +1,279 @@
+"""The importers, one function per format: a file (or directory) in, ImportedRuns out.
+
+Units and directions: a format that says (hyperfine and Google Benchmark times are
+lower-is-better, a `*_per_second` counter higher) is followed; where it does not, the
+default is lower-is-better and `--direction METRIC=higher` sets it (docs/interop.md).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from perfline.interop.jsonfile import load, need, read_text
+from perfline.interop.model import TIME_UNITS, ImportedMetric, ImportedRun, ImportFailed, finite
+from perfline.records.metric import Direction
+
+Importer = Callable[[Path], tuple[list[ImportedRun], int]]  # runs, values skipped
+
+
+def _time(text: Any) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+# ---- Google Benchmark ---------------------------------------------------------------
+
+
+def gbench(path: Path) -> tuple[list[ImportedRun], int]:
+    """Iteration rows are samples (repetitions of one name are one run); aggregate rows
+    (mean, median, stddev, BigO, RMS) are not. Times go to seconds; user counters become
+    metrics (per-second ones higher-is-better)."""
+    doc = need(path, load(path), dict, "the file")
+    context = need(path, doc.get("context", {}), dict, "context")
+    rows = need(path, doc.get("benchmarks"), list, "benchmarks")
+    runs: dict[str, ImportedRun] = {}
+    values: dict[str, dict[str, list[float]]] = {}
+    units: dict[str, str] = {}
+    skipped = 0
+    for i, row in enumerate(rows):
+        row = need(path, row, dict, f"benchmarks[{i}]")
+        if row.get("run_type", "iteration") != "iteration" or "aggregate_name" in row:
+            continue
+        name = str(row.get("run_name") or row.get("name") or f"row{i}")
+        if "real_time" not in row:
+            continue
+        unit = row.get("time_unit", "ns")
+        if unit not in TIME_UNITS:
+            raise ImportFailed(path, f"benchmarks[{i}].time_unit: unknown unit {unit!r}")
+        runs.setdefault(name, ImportedRun("gbench", {"name": name}, started_at=_time(context.get("date")),
+                                                 hostname=context.get("host_name"),
+                                                 facts={k: str(context[k]) for k in ("num_cpus", "mhz_per_cpu",
+                                                        "library_version", "executable") if k in context}))
+        metrics = values.setdefault(name, {})
+        for key in ("real_time", "cpu_time"):
+            if key in row:
+                kept, bad = finite([need(path, row[key], (int, float), f"benchmarks[{i}].{key}")])
+                skipped += bad
+                metrics.setdefault(f"gbench.{key}", []).extend(v * TIME_UNITS[unit] for v in kept)
+                units[f"gbench.{key}"] = "s"
+        for key, value in row.items():
+            if key.endswith("_per_second") or key in ("items_per_second", "bytes_per_second") or (
+                    key not in _GBENCH_KEYS and isinstance(value, int | float) and not isinstance(value, bool)):
+                kept, bad = finite([value])
+                skipped += bad
+                metrics.setdefault(f"gbench.{key}", []).extend(kept)
+                units.setdefault(f"gbench.{key}", "/s" if key.endswith("_per_second") else "")
+    out = []
+    for name, run in runs.items():
+        for metric, kept in values[name].items():
+            higher = metric.endswith("_per_second")
+            run.metrics.append(ImportedMetric(metric, units[metric], Direction.HIGHER if higher else Direction.LOWER,
+                                              kept))
+        out.append(run)
+    return out, skipped
+
+
+_GBENCH_KEYS = {"name", "run_name", "run_type", "family_index", "per_family_instance_index", "repetitions",
+                "repetition_index", "threads", "iterations", "real_time", "cpu_time", "time_unit", "label",
+                "aggregate_name", "aggregate_unit", "error_occurred", "error_message", "big_o", "rms"}
+
+
+# ---- hyperfine ----------------------------------------------------------------------
+
+
+def hyperfine(path: Path) -> tuple[list[ImportedRun], int]:
+    """Each command a case; `times` (seconds) the samples, user and system time beside."""
+    doc = need(path, load(path), dict, "the file")
+    results = need(path, doc.get("results"), list, "results")
+    runs, skipped = [], 0
+    for i, result in enumerate(results):
+        result = need(path, result, dict, f"results[{i}]")
+        command = str(need(path, result.get("command"), str, f"results[{i}].command"))
+        times = need(path, result.get("times"), list, f"results[{i}].times")
+        kept, bad = finite(times)
+        skipped += bad
+        params: dict[str, str | int | float | bool] = {"command": command}
+        for key, value in (result.get("parameters") or {}).items():
+            params[str(key)] = str(value)
+        run = ImportedRun("hyperfine", params)
+        run.metrics.append(ImportedMetric("hyperfine.wall_time", "s", Direction.LOWER, kept))
+        for key in ("user", "system"):
+            if isinstance(result.get(key), int | float):
+                run.metrics.append(ImportedMetric(f"hyperfine.{key}_time", "s", Direction.LOWER,
+                                                  [float(result[key])], {"mean": float(result[key])}))
+        runs.append(run)
+    return runs, skipped
+
+
+# ---- pytest-benchmark ---------------------------------------------------------------
+
+
+def pytest_benchmark(path: Path) -> tuple[list[ImportedRun], int]:
+    """Saved runs: the raw per-round `data` when present, else the stats (summary only)."""
+    doc = need(path, load(path), dict, "the file")
+    benchmarks = need(path, doc.get("benchmarks"), list, "benchmarks")
+    commit = (doc.get("commit_info") or {}).get("id")
+    machine = doc.get("machine_info") or {}
+    started = _time(doc.get("datetime"))
+    runs, skipped = [], 0
+    for i, bench in enumerate(benchmarks):
+        bench = need(path, bench, dict, f"benchmarks[{i}]")
+        stats = need(path, bench.get("stats"), dict, f"benchmarks[{i}].stats")
+        name = str(bench.get("fullname") or bench.get("name") or f"benchmark{i}")
+        params: dict[str, str | int | float | bool] = {"name": name}
+        for key, value in (bench.get("params") or {}).items():
+            params[str(key)] = str(value)
+        run = ImportedRun("pytest-benchmark", params, started_at=started, hostname=machine.get("node"),
+                          commit=commit if isinstance(commit, str) else None,
+                          facts={k: str(machine[k]) for k in ("processor", "machine", "system", "release",
+                                                              "python_version") if k in machine})
+        data = stats.get("data")
+        if isinstance(data, list):
+            kept, bad = finite(data)
+            skipped += bad
+            run.metrics.append(ImportedMetric("pytest-benchmark.time", "s", Direction.LOWER, kept))
+        else:
+            mean = need(path, stats.get("mean"), (int, float), f"benchmarks[{i}].stats.mean")
+            summary = {k: float(stats[k]) for k in ("mean", "stddev", "min", "max", "median")
+                       if isinstance(stats.get(k), int | float)}
+            summary["n"] = float(stats.get("rounds", 1))
+            run.metrics.append(ImportedMetric("pytest-benchmark.time", "s", Direction.LOWER, [float(mean)], summary))
+        runs.append(run)
+    return runs, skipped
+
+
+# ---- Bencher Metric Format ----------------------------------------------------------
+
+
+def bmf(path: Path) -> tuple[list[ImportedRun], int]:
+    """{benchmark: {measure: {value, lower_value, upper_value}}}: one value a measure (a
+    summary: BMF carries no samples)."""
+    doc = need(path, load(path), dict, "the file")
+    runs, skipped = [], 0
+    for name, measures in doc.items():
+        measures = need(path, measures, dict, f"{name}")
+        run = ImportedRun("bmf", {"name": str(name)})
+        for measure, body in measures.items():
+            body = need(path, body, dict, f"{name}.{measure}")
+            value = need(path, body.get("value"), (int, float), f"{name}.{measure}.value")
+            kept, bad = finite([value])
+            skipped += bad
+            if kept:
+                summary = {"mean": kept[0], **{k: float(body[k]) for k in ("lower_value", "upper_value")
+                                               if isinstance(body.get(k), int | float)}}
+                run.metrics.append(ImportedMetric(f"bmf.{measure}", "", Direction.LOWER, kept, summary))
+        runs.append(run)
+    return runs, skipped
+
+
+# ---- Otava CSV ----------------------------------------------------------------------
+
+
+def otava(path: Path) -> tuple[list[ImportedRun], int]:
+    """A CSV with a `time` column, an optional `commit` column and metric columns: one
+    run per row, its time and commit from the row."""
+    text = read_text(path)
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error as exc:
+        raise ImportFailed(path, f"not a CSV file: {exc}") from None
+    if len(rows) < 2:
+        raise ImportFailed(path, "expected a header line and at least one data line", 1)
+    header = [h.strip() for h in rows[0]]
+    if "time" not in header:
+        raise ImportFailed(path, f"no `time` column (the header has {', '.join(header)})", 1)
+    t, c = header.index("time"), header.index("commit") if "commit" in header else None
+    metrics = [i for i in range(len(header)) if i not in (t, c)]
+    runs = []
+    for line, row in enumerate(rows[1:], start=2):
+        if not row:
+            continue
+        if len(row) != len(header):
+            raise ImportFailed(path, f"{len(row)} fields, the header has {len(header)}", line)
+        run = ImportedRun("otava", {"file": path.stem}, started_at=_otava_time(path, row[t], line),
+                          commit=row[c].strip() if c is not None else None)
+        for i in metrics:
+            try:
+                value = float(row[i])
+            except ValueError:
+                raise ImportFailed(path, f"{header[i]!r} is {row[i]!r}, not a number", line) from None
+            run.metrics.append(ImportedMetric(f"otava.{header[i]}", "", Direction.LOWER, [value]))
+        runs.append(run)
+    return runs, 0
+
+
+def _otava_time(path: Path, text: str, line: int) -> datetime:
+    text = text.strip()
+    if text.isdigit():
+        from datetime import UTC
+
+        try:
+            return datetime.fromtimestamp(int(text), UTC)
+        except (OverflowError, OSError, ValueError):
+            raise ImportFailed(path, f"time {text}: not a date in epoch seconds", line) from None
+    for pattern in ("%Y.%m.%d %H:%M:%S %z", "%Y-%m-%d %H:%M:%S %z", "%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S"):
+        try:
+            return datetime.strptime(text, pattern)
+        except ValueError:
+            continue
+    raise ImportFailed(path, f"time {text!r}: not a date (e.g. 2024.01.01 3:00:00 +0100) nor epoch seconds", line)
+
+
+# ---- LKP-tests ----------------------------------------------------------------------
+
+
+def lkp(path: Path) -> tuple[list[ImportedRun], int]:
+    """A result directory's stats.json (one value a stat) or matrix.json (each stat's
+    array: its values as repetitions; `*.time` keys are timestamps, not metrics)."""
+    doc = need(path, load(path), dict, "the file")
+    run = ImportedRun("lkp", {"result": path.parent.name or "lkp"})
+    skipped = 0
+    for key, value in sorted(doc.items()):
+        if key.endswith(".time") or key.endswith(".timestamp"):
+            continue
+        values = value if isinstance(value, list) else [value]
+        kept, bad = finite(values)
+        skipped += bad
+        if kept:
+            higher = any(word in key for word in ("throughput", "ops", "per_sec", "bandwidth", "score"))
+            run.metrics.append(ImportedMetric(key, "", Direction.HIGHER if higher else Direction.LOWER, kept))
+    return [run], skipped
+
+
+IMPORTERS: dict[str, Importer] = {
+    "gbench": gbench, "hyperfine": hyperfine, "pytest-benchmark": pytest_benchmark, "bmf": bmf, "otava": otava,
+    "lkp": lkp,
+}
+
+
+def detect(path: Path) -> str:
+    """The format of a file by its shape; ImportFailed when none fits."""
+    if path.suffix == ".csv":
+        return "otava"
+    doc = load(path)
+    if isinstance(doc, dict):
+        if "benchmarks" in doc and isinstance(doc.get("context"), dict):
+            return "gbench"
+        if "benchmarks" in doc and ("machine_info" in doc or "commit_info" in doc):
+            return "pytest-benchmark"
+        if isinstance(doc.get("results"), list) and all(isinstance(r, dict) and "command" in r
+                                                         for r in doc["results"]):
+            return "hyperfine"
+        if doc.get("perfline_export"):
+            return "perfline"
+        if doc and all(isinstance(v, dict) and v and all(isinstance(m, dict) and "value" in m for m in v.values())
+                       for v in doc.values()):
+            return "bmf"
+        if doc and all(isinstance(v, int | float | list) for v in doc.values()):
+            return "lkp"
+    raise ImportFailed(path, "not a format perfline imports (gbench, pytest-benchmark, hyperfine, bmf, otava, lkp, "
+                             "perfline); give --format if it is one")

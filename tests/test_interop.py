@@ -1,0 +1,188 @@
+"""`perfline import` / `perfline export` on other tools' real files (tests/data/interop,
+copied from ../shared/data/interop with their sources and licences in SOURCES.md).
+
+Spot checks are computed from the files by hand (the values below are read off them),
+not by the importers' own code."""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfline.interop.importing import plan
+from perfline.interop.model import ImportFailed
+
+DATA = Path(__file__).parent / "data" / "interop"
+
+
+def perfline(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "perfline", "--db", str(db), *args], capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def imported(db: Path, path: Path, *args: str) -> dict[str, object]:
+    proc = perfline(db, "import", str(path), "--json", *args)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def values(db: Path, run: int, metric: str) -> list[float]:
+    with sqlite3.connect(db) as con:
+        return [v for (v,) in con.execute("SELECT value FROM samples WHERE run_id = ? AND metric = ? ORDER BY "
+                                          "repetition", (run, metric))]
+
+
+def direction(db: Path, metric: str) -> tuple[str, str]:
+    with sqlite3.connect(db) as con:
+        return con.execute("SELECT unit, direction FROM metrics WHERE name = ?", (metric,)).fetchone()
+
+
+def test_hyperfine_times_are_the_samples(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    doc = imported(db, DATA / "hyperfine" / "bencher_two.json")
+    assert doc["format"] == "hyperfine" and len(doc["runs"]) == 2  # 'sleep 0.1' and 'sleep 0.2'
+    first = values(db, doc["runs"][0], "hyperfine.wall_time")
+    assert len(first) == 27 and first[:2] == [0.10586876872, 0.10725897672000001]
+    assert direction(db, "hyperfine.wall_time") == ("s", "lower")
+
+
+def test_gbench_times_in_seconds_and_aggregates_left_out(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    doc = imported(db, DATA / "gbench" / "benchzoo_google_benchmark.json")
+    assert values(db, doc["runs"][0], "gbench.real_time") == [pytest.approx(2.150127433999998)]
+    assert values(db, doc["runs"][0], "gbench.cpu_time") == [pytest.approx(0.04253400000000032e-3)]
+    mixed = imported(db, DATA / "gbench" / "koniksedy_offset_list.json")  # us and ms in one file
+    with sqlite3.connect(db) as con:
+        [(run,)] = con.execute("SELECT id FROM runs WHERE params LIKE '%FilterPoly/Degree0/FullScan%'").fetchall()
+    assert run in mixed["runs"] and values(db, run, "gbench.real_time") == [pytest.approx(584.0788040000007e-3)]
+    assert direction(db, "gbench.items_per_second") == ("/s", "higher")
+    fixture = imported(db, DATA / "gbench" / "gbench_Inputs_test1_run1.json")
+    with sqlite3.connect(db) as con:
+        names = {json.loads(p)["name"] for (p,) in con.execute(
+            f"SELECT params FROM runs WHERE id IN ({','.join(map(str, fixture['runs']))})")}
+    assert not any(name.endswith(("_BigO", "_RMS")) for name in names) and "BM_SameTimes" in names
+
+
+def test_pytest_benchmark_raw_data_or_a_flagged_summary(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    doc = imported(db, DATA / "pytest-benchmark" / "pb_v3.2.2_several_units.json")
+    assert doc["skipped"] == 3  # three data arrays end in a string, not a number
+    sleep = values(db, doc["runs"][3], "pytest-benchmark.time")
+    assert sleep[-1] == 2.001044877
+    old = imported(db, DATA / "pytest-benchmark" / "pb_v2.5.0_0001.json")
+    [run] = old["runs"]
+    assert values(db, run, "pytest-benchmark.time") == [2.622408132654948e-07]
+    with sqlite3.connect(db) as con:
+        [(settings,)] = con.execute("SELECT settings FROM runs WHERE id = ?", (run,)).fetchall()
+    summary = json.loads(settings)["summary_only"]["pytest-benchmark.time"]
+    assert summary["n"] == 9987 and summary["mean"] == 2.622408132654948e-07
+
+
+def test_bmf_lkp_and_otava(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    dhat = imported(db, DATA / "bmf" / "report_dhat.json")
+    assert values(db, dhat["runs"][0], "bmf.Total Bytes") == [662.0]
+    stats = imported(db, DATA / "lkp" / "stats_0.json")
+    assert values(db, stats["runs"][0], "mpstat.cpu.all.sys%") == [0.037]
+    matrix = imported(db, DATA / "lkp" / "matrix_0.json")
+    assert len(values(db, matrix["runs"][0], "perf-stat.i.cpu-cycles")) == 34  # arrays of different lengths
+    assert len(values(db, matrix["runs"][0], "mpstat.cpu.all.usr%")) == 36
+    assert values(db, matrix["runs"][0], "mpstat.time") == []  # timestamps are not metrics
+    otava = imported(db, DATA / "otava" / "sample.csv", "--commit-from-file")
+    assert len(otava["runs"]) == 10 and values(db, otava["runs"][0], "otava.metric1") == [154023.0]
+    with sqlite3.connect(db) as con:
+        commit, started = con.execute("SELECT kernel_commit, started_at FROM runs WHERE id = ?",
+                                      (otava["runs"][0],)).fetchone()
+    assert commit == "aaa0" and started.startswith("2024-01-01 02:00:00")  # 3:00 at +0100
+    assert len(imported(db, DATA / "otava" / "sample-unix-time.csv")["runs"]) == 10
+
+
+def test_a_file_imported_before_is_refused_unless_forced(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    first = imported(db, DATA / "bmf" / "report_latency.json")
+    again = perfline(db, "import", str(DATA / "bmf" / "report_latency.json"))
+    assert again.returncode == 2 and "imported before" in again.stderr and "--force" in again.stderr
+    forced = imported(db, DATA / "bmf" / "report_latency.json", "--force")
+    assert len(forced["runs"]) == len(first["runs"]) == 3
+    dry = imported(tmp_path / "other", DATA / "hyperfine" / "bencher_two.json", "--dry-run")
+    assert dry["runs"] == [] and dry["samples"] == 27 + 13 + 4
+
+
+def test_export_import_export_is_byte_identical(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    for path in (DATA / "hyperfine" / "bencher_two.json", DATA / "otava" / "sample.csv"):
+        imported(a, path)
+    assert perfline(a, "run", "command", "-p", "cmd=echo 3", "--repeat", "5", "--warmup", "0", "--no-monitors",
+                    "--label", "measured").returncode == 0
+    first = perfline(a, "export").stdout
+    (tmp_path / "export.json").write_text(first)
+    imported(b, tmp_path / "export.json")
+    assert perfline(b, "export").stdout == first
+    csv = perfline(a, "export", "--format", "csv", "--label", "measured").stdout.splitlines()
+    assert csv[0] == "run,label,benchmark,case,metric,unit,direction,repetition,value,commit,started_at"
+    assert len(csv) == 6 and csv[1].split(",")[1] == "measured"
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ('{"results": [{"command": "x", "times": [1, 2', "not valid JSON"),
+    ('{"results": [{"command": "x", "times": "fast"}]}', "results[0].times: expected list"),
+    ("<html>not a result</html>", "not valid JSON"),
+    ('{"something": "else"}', "not a format perfline imports"),
+])
+def test_bad_input_is_one_error_line_and_stores_nothing(tmp_path: Path, content: str, message: str) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    db = tmp_path / "db"
+    proc = perfline(db, "import", str(bad))
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith(f"error: {bad}") and message in line
+    assert not db.exists() or sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+
+
+def test_a_huge_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as f:
+        f.truncate(2 * 2**30)  # sparse: 2 GB that take no disk
+    with pytest.raises(ImportFailed, match="larger than any result file"):
+        plan(huge, "hyperfine", label=None, machine=None, commit=None, commit_from_file=False, directions={})
+
+
+FUZZ_FILES = [p for p in DATA.rglob("*") if p.suffix in (".json", ".csv")]
+
+
+@pytest.mark.parametrize("source", FUZZ_FILES, ids=lambda p: p.name)
+def test_fuzzed_files_fail_cleanly(source: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Mutations of every shared file (bytes flipped, cut, fields swapped): the importer
+    either reads it or raises ImportFailed; never another exception. 200 mutations a file
+    here, 10,000 in the slow suite (PERFLINE_FUZZ)."""
+    import os
+
+    count = int(os.environ.get("PERFLINE_FUZZ", "200"))
+    rng = random.Random(source.name)
+    original = source.read_bytes()
+    target = tmp_path / source.name
+    for _ in range(count):
+        data = bytearray(original)
+        for _ in range(rng.randint(1, 4)):
+            kind = rng.random()
+            i = rng.randrange(len(data)) if data else 0
+            if kind < 0.4 and data:
+                data[i] = rng.randrange(256)
+            elif kind < 0.6:
+                data = data[: rng.randrange(len(data) + 1)]
+            elif kind < 0.8 and data:
+                data.insert(i, rng.choice(b'"{}[],:0-.eNaI\\\n'))
+            else:
+                data[i:i] = rng.choice([b"NaN", b"-Infinity", b"null", b'"x"', b"[]", b"{}", b"1e999"])
+        target.write_bytes(bytes(data))
+        try:
+            plan(target, None, label=None, machine=None, commit=None, commit_from_file=False, directions={})
+        except ImportFailed:
+            pass
