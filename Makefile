@@ -75,8 +75,9 @@ lint: install
 test: install-deps install native web-assets lint
 	$(BIN)/pytest -q
 
-test-slow: install-deps install native
+test-slow: install-deps install native web-assets
 	$(BIN)/pytest -q -m slow
+	PERFLINE_FUZZ=10000 $(BIN)/pytest -q tests/test_interop.py -k fuzz
 
 # The seeds' experiments on this machine: regenerates docs/case-studies/ (about 7 minutes).
 case-studies: install-deps install native
