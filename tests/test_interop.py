@@ -19,6 +19,8 @@ from perfline.interop.importing import plan
 from perfline.interop.model import ImportFailed
 
 DATA = Path(__file__).parent / "data" / "interop"
+# criterion/Fibonacci2/Iterative/20/new/sample.json: the first sample, 208873 iterations in 1166000 ns.
+FIRST_CRITERION_TIME_NS = 1166000.0
 
 
 def perfline(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -186,3 +188,15 @@ def test_fuzzed_files_fail_cleanly(source: Path, tmp_path: Path, request: pytest
             plan(target, None, label=None, machine=None, commit=None, commit_from_file=False, directions={})
         except ImportFailed:
             pass
+
+
+@pytest.mark.parametrize("where", ["", "Fibonacci2/Iterative/20", "Fibonacci2/Iterative/20/new"])
+def test_criterion_samples_per_iteration_from_any_level_of_its_tree(tmp_path: Path, where: str) -> None:
+    db = tmp_path / "db"
+    doc = imported(db, DATA / "criterion" / where)
+    assert doc["format"] == "criterion" and doc["samples"] == 100
+    first = values(db, doc["runs"][0], "criterion.time")[0]
+    assert first == pytest.approx(FIRST_CRITERION_TIME_NS / 208873.0 * 1e-9)  # times[0] / iters[0], in s
+    with sqlite3.connect(db) as con:
+        [(params,)] = con.execute("SELECT params FROM runs").fetchall()
+    assert json.loads(params)["name"] == "Fibonacci2/Iterative/20"

@@ -249,9 +249,47 @@ def lkp(path: Path) -> tuple[list[ImportedRun], int]:
     return [run], skipped
 
 
+# ---- Criterion.rs -------------------------------------------------------------------
+
+
+def criterion(path: Path) -> tuple[list[ImportedRun], int]:
+    """One benchmark's `new/sample.json` (with `benchmark.json` beside it): each sample's
+    time divided by its iterations, in seconds. Old (criterion 0.2: a pair of arrays)
+    and current (`{"iters", "times"}`) spellings."""
+    doc = load(path)
+    if isinstance(doc, list) and len(doc) == 2:
+        iters, times = doc
+    else:
+        doc = need(path, doc, dict, "the file")
+        iters, times = doc.get("iters"), doc.get("times")
+    iters = need(path, iters, list, "iters")
+    times = need(path, times, list, "times")
+    if len(iters) != len(times):
+        raise ImportFailed(path, f"{len(iters)} iteration counts but {len(times)} times")
+    info_path = path.parent / "benchmark.json"
+    info = load(info_path) if info_path.is_file() else {}
+    info = need(info_path, info, dict, "benchmark.json")
+    name = str(info.get("full_id") or info.get("title") or path.parent.parent.name)
+    params: dict[str, str | int | float | bool] = {"name": name}
+    for key in ("group_id", "function_id", "value_str"):
+        if isinstance(info.get(key), str):
+            params[key] = info[key]
+    per_iteration = []
+    skipped = 0
+    for n, t in zip(iters, times, strict=True):
+        if isinstance(n, int | float) and isinstance(t, int | float) and n > 0:
+            per_iteration.append(t / n * 1e-9)
+        else:
+            skipped += 1
+    kept, bad = finite(per_iteration)
+    run = ImportedRun("criterion", params)
+    run.metrics.append(ImportedMetric("criterion.time", "s", Direction.LOWER, kept))
+    return [run], skipped + bad
+
+
 IMPORTERS: dict[str, Importer] = {
     "gbench": gbench, "hyperfine": hyperfine, "pytest-benchmark": pytest_benchmark, "bmf": bmf, "otava": otava,
-    "lkp": lkp,
+    "lkp": lkp, "criterion": criterion,
 }
 
 
@@ -259,6 +297,8 @@ def detect(path: Path) -> str:
     """The format of a file by its shape; ImportFailed when none fits."""
     if path.suffix == ".csv":
         return "otava"
+    if path.name == "sample.json" and path.parent.name == "new":
+        return "criterion"
     doc = load(path)
     if isinstance(doc, dict):
         if "benchmarks" in doc and isinstance(doc.get("context"), dict):
@@ -276,4 +316,4 @@ def detect(path: Path) -> str:
         if doc and all(isinstance(v, int | float | list) for v in doc.values()):
             return "lkp"
     raise ImportFailed(path, "not a format perfline imports (gbench, pytest-benchmark, hyperfine, bmf, otava, lkp, "
-                             "perfline); give --format if it is one")
+                             "criterion, perfline); give --format if it is one")

@@ -42,7 +42,15 @@ class ImportPlan:
 
 
 def files_of(path: Path) -> list[Path]:
+    """The files to read: the file, or a directory's .json and .csv files; in a
+    Criterion.rs tree (a benchmark's directory, its `new/`, or `target/criterion`) each
+    benchmark's new/sample.json."""
     if path.is_dir():
+        samples = sorted(p for p in path.rglob("sample.json") if p.parent.name == "new")
+        if (path / "sample.json").is_file() and path.name == "new":
+            samples = [path / "sample.json"]
+        if samples:
+            return samples
         found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
         if not found:
             raise ImportFailed(path, "no .json or .csv file in this directory")
