@@ -96,7 +96,7 @@ def test_bmf_lkp_and_otava(tmp_path: Path) -> None:
     assert len(values(db, matrix["runs"][0], "perf-stat.i.cpu-cycles")) == 34  # arrays of different lengths
     assert len(values(db, matrix["runs"][0], "mpstat.cpu.all.usr%")) == 36
     assert values(db, matrix["runs"][0], "mpstat.time") == []  # timestamps are not metrics
-    otava = imported(db, DATA / "otava" / "sample.csv", "--commit-from-file")
+    otava = imported(db, DATA / "otava" / "sample.csv")  # the commit column is taken by default
     assert len(otava["runs"]) == 10 and values(db, otava["runs"][0], "otava.metric1") == [154023.0]
     with sqlite3.connect(db) as con:
         commit, started = con.execute("SELECT kernel_commit, started_at FROM runs WHERE id = ?",
@@ -200,3 +200,28 @@ def test_criterion_samples_per_iteration_from_any_level_of_its_tree(tmp_path: Pa
     with sqlite3.connect(db) as con:
         [(params,)] = con.execute("SELECT params FROM runs").fetchall()
     assert json.loads(params)["name"] == "Fibonacci2/Iterative/20"
+
+
+def test_asv_results_v1_and_v2(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    v1 = imported(db, DATA / "asv" / "v1-asv-example")  # machine.json and benchmarks.json are not results
+    assert v1["skipped"] == 2  # time_AAA_failure is null, time_AAA_skip NaN
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT r.params, s.value, r.kernel_commit, r.started_at, r.settings FROM runs r JOIN "
+                           "samples s ON s.run_id = r.id WHERE s.metric = 'asv.time_other.time_parameterized' "
+                           "ORDER BY s.value").fetchall()
+    # {"params": [["1", "2", "3"]], "result": [1, 2, 3]}: three cases
+    assert [(json.loads(p)["p0"], v) for p, v, *_ in rows] == [("1", 1.0), ("2", 2.0), ("3", 3.0)]
+    assert rows[0][2] == "22b920c6d0d54112ccbc020eddba9ea7a2d204f3"
+    assert rows[0][3].startswith("2013-09-11 12:22:56")  # "date": 1378902176000 (ms)
+    assert "summary_only" in json.loads(rows[0][4])  # asv keeps one number per benchmark
+    # benchmarks.json declares time_units.mem_unit a time benchmark in seconds, whatever its name says.
+    assert direction(db, "asv.time_units.mem_unit") == ("s", "lower")
+    v2 = imported(db, DATA / "asv" / "v2-metpy")
+    assert len(v2["runs"]) == 58
+    with sqlite3.connect(db) as con:
+        [(value, settings)] = con.execute(
+            "SELECT s.value, r.settings FROM runs r JOIN samples s ON s.run_id = r.id "
+            "WHERE s.metric = 'asv.benchmarks.TimeSuite.time_cape_cin'").fetchall()
+    assert value == 0.007670249993680045
+    assert json.loads(settings)["summary_only"]["asv.benchmarks.TimeSuite.time_cape_cin"]["stats_q_75"] == 0.0098833

@@ -20,8 +20,9 @@ def import_(
     machine: Annotated[str | None, typer.Option(help="The machine the results came from (default: the file's "
                                                      "host name, else 'imported').")] = None,
     kernel_commit: Annotated[str | None, typer.Option(help="The commit every imported run measured.")] = None,
-    commit_from_file: Annotated[bool, typer.Option(help="Take each run's commit from the file (Otava's commit "
-                                                        "column, pytest-benchmark's commit_info).")] = False,
+    commit_from_file: Annotated[bool, typer.Option(help="Take each run's commit from the file where it names one "
+                                                        "(asv's commit_hash, Otava's commit column, pytest-benchmark's "
+                                                        "commit_info); --kernel-commit overrides it.")] = True,
     direction: Annotated[list[str] | None, typer.Option(
         help="METRIC=higher|lower where the format does not say (repeat it).")] = None,
     dry_run: Annotated[bool, typer.Option(help="Say what would be stored; store nothing.")] = False,
@@ -39,9 +40,8 @@ def import_(
         if value not in ("higher", "lower"):
             raise fail(f"--direction {item}: give METRIC=higher or METRIC=lower")
         directions[name] = value
-    if kernel_commit and commit_from_file:
-        raise fail("give --kernel-commit or --commit-from-file, not both")
-    found = plan(path, fmt, label=label, machine=machine, commit=kernel_commit, commit_from_file=commit_from_file,
+    found = plan(path, fmt, label=label, machine=machine, commit=kernel_commit,
+                 commit_from_file=commit_from_file and kernel_commit is None,
                  directions=directions)
     store = open_store()
     before = sorted({run for digest in found.digests for run in store.imported_from(digest)})

@@ -287,9 +287,93 @@ def criterion(path: Path) -> tuple[list[ImportedRun], int]:
     return [run], skipped + bad
 
 
+# ---- asv ----------------------------------------------------------------------------
+
+ASV_METADATA = ("machine.json", "benchmarks.json")
+_ASV_UNITS = {"seconds": "s", "bytes": "B", "unit": ""}
+
+
+def asv(path: Path) -> tuple[list[ImportedRun], int]:
+    """One results file (results version 1 or 2) of an asv results directory: each
+    benchmark (each parameter combination of a parameterised one) a run at the file's
+    commit and date. asv keeps one number per benchmark (the median of its repeats):
+    stored as a summary with its interval and quartiles, unless the file has samples.
+    Units and types from the benchmarks.json above it; null and NaN results skipped."""
+    import itertools
+
+    doc = need(path, load(path), dict, "the file")
+    results = need(path, doc.get("results"), dict, "results")
+    machine = doc.get("params") or {}
+    started = None
+    if isinstance(doc.get("date"), int | float):
+        from datetime import UTC
+
+        try:
+            started = datetime.fromtimestamp(doc["date"] / 1000, UTC)
+        except (OverflowError, OSError, ValueError):
+            raise ImportFailed(path, f"date {doc['date']}: not milliseconds since the epoch") from None
+    commit = doc.get("commit_hash") if isinstance(doc.get("commit_hash"), str) else None
+    described = _asv_benchmarks(path)
+    columns = doc.get("result_columns") if doc.get("version") == 2 else None
+    runs, skipped = [], 0
+    for name, entry in results.items():
+        stats: dict[str, Any] = {}
+        samples = None
+        if columns is not None:
+            row = dict(zip(columns, need(path, entry, list, f"results.{name}"), strict=False))
+            values, params = row.get("result"), row.get("params") or []
+            stats = {k: row[k] for k in ("stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75")
+                     if isinstance(row.get(k), list)}
+            samples = row.get("samples")
+        elif isinstance(entry, dict):
+            values, params = entry.get("result"), entry.get("params") or []
+            if isinstance(entry.get("stats"), list):
+                stats = {"stats": entry["stats"]}
+        else:
+            values, params = [entry], []
+        values = values if isinstance(values, list) else [values]
+        combos = list(itertools.product(*params)) if params else [()]
+        info = described.get(name, {})
+        unit = _ASV_UNITS.get(str(info.get("unit", "seconds")), str(info.get("unit", "")))
+        for i, combo in enumerate(combos):
+            value = values[i] if i < len(values) else None
+            raw = samples[i] if isinstance(samples, list) and i < len(samples) and isinstance(samples[i], list) \
+                else None
+            kept, bad = finite(raw if raw is not None else [value])
+            skipped += bad
+            if not kept:
+                continue
+            case: dict[str, str | int | float | bool] = {"name": name}
+            case.update({f"p{j}": str(v) for j, v in enumerate(combo)})
+            if doc.get("env_name"):
+                case["env"] = str(doc["env_name"])
+            summary = None
+            if raw is None:
+                summary = {"mean": kept[0]}
+                summary.update({key: float(v[i]) for key, v in stats.items()
+                                if i < len(v) and isinstance(v[i], int | float)})
+            run = ImportedRun("asv", case, started_at=started, hostname=machine.get("machine"), commit=commit,
+                              facts={k: str(machine[k]) for k in ("cpu", "os", "arch", "ram", "num_cpu")
+                                     if k in machine})
+            run.facts["processor"] = run.facts.get("cpu", "")
+            run.metrics.append(ImportedMetric(f"asv.{name}", unit, Direction.LOWER, kept, summary))
+            runs.append(run)
+    return runs, skipped
+
+
+def _asv_benchmarks(path: Path) -> dict[str, Any]:
+    """benchmarks.json of the results directory (beside the machine directories)."""
+    for where in (path.parent, path.parent.parent):
+        found = where / "benchmarks.json"
+        if found.is_file():
+            doc = load(found)
+            return doc if isinstance(doc, dict) else {}
+    return {}
+
+
 IMPORTERS: dict[str, Importer] = {
     "gbench": gbench, "hyperfine": hyperfine, "pytest-benchmark": pytest_benchmark, "bmf": bmf, "otava": otava,
-    "lkp": lkp, "criterion": criterion,
+    "lkp": lkp, "criterion": criterion, "asv": asv,
 }
 
 
@@ -310,10 +394,12 @@ def detect(path: Path) -> str:
             return "hyperfine"
         if doc.get("perfline_export"):
             return "perfline"
+        if "commit_hash" in doc and isinstance(doc.get("results"), dict):
+            return "asv"
         if doc and all(isinstance(v, dict) and v and all(isinstance(m, dict) and "value" in m for m in v.values())
                        for v in doc.values()):
             return "bmf"
         if doc and all(isinstance(v, int | float | list) for v in doc.values()):
             return "lkp"
     raise ImportFailed(path, "not a format perfline imports (gbench, pytest-benchmark, hyperfine, bmf, otava, lkp, "
-                             "criterion, perfline); give --format if it is one")
+                             "criterion, asv, perfline); give --format if it is one")

@@ -17,7 +17,7 @@ from typing import Any
 
 from perfline import __version__
 from perfline.interop import perfline_json
-from perfline.interop.formats import IMPORTERS, detect
+from perfline.interop.formats import ASV_METADATA, IMPORTERS, detect
 from perfline.interop.model import ImportedRun, ImportFailed
 from perfline.records.job import Case
 from perfline.records.metric import Direction, Metric
@@ -51,7 +51,9 @@ def files_of(path: Path) -> list[Path]:
             samples = [path / "sample.json"]
         if samples:
             return samples
-        found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
+        # asv's machine.json and benchmarks.json describe its results; they hold none.
+        found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES
+                       and p.name not in ASV_METADATA)
         if not found:
             raise ImportFailed(path, "no .json or .csv file in this directory")
         return found

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from perfline.records.errors import UserError
 from perfline.records.metric import Direction
@@ -49,7 +50,7 @@ class ImportedRun:
         return sum(len(m.values) for m in self.metrics)
 
 
-def finite(values: list[float]) -> tuple[list[float], int]:
+def finite(values: list[Any]) -> tuple[list[float], int]:
     """The finite values and how many were not (NaN, ±Infinity: skipped and counted)."""
     kept = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)]
     return kept, len(values) - len(kept)
