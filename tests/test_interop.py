@@ -225,3 +225,32 @@ def test_asv_results_v1_and_v2(tmp_path: Path) -> None:
             "WHERE s.metric = 'asv.benchmarks.TimeSuite.time_cape_cin'").fetchall()
     assert value == 0.007670249993680045
     assert json.loads(settings)["summary_only"]["asv.benchmarks.TimeSuite.time_cape_cin"]["stats_q_75"] == 0.0098833
+
+
+def test_pts_composite_xml(tmp_path: Path) -> None:
+    """tests/data/interop/pts/composite.xml is written from the format (no licensed real
+    file exists, see SOURCES.md): per-run values from RawString, HIB/LIB, systems as labels."""
+    db = tmp_path / "db"
+    doc = imported(db, DATA / "pts" / "composite.xml")
+    assert len(doc["runs"]) == 5 and doc["samples"] == 3 + 3 + 1 + 2 + 2
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT r.label, r.params, group_concat(s.value, ':'), r.settings FROM runs r "
+                           "JOIN samples s ON s.run_id = r.id GROUP BY r.id ORDER BY r.id").fetchall()
+    label, params, raw, _ = rows[1]
+    assert label == "linux-6.12" and json.loads(params)["test"] == "pts/hackbench-1.0.0" and raw == "23.094:23.251:23.198"
+    # The result without an Identifier is named by its Title; an empty RawString leaves the Value, a summary.
+    assert json.loads(rows[2][1])["test"] == "Timed Linux Kernel Compilation" and rows[2][2] == "58.2"
+    assert "summary_only" in json.loads(rows[2][3])
+    assert direction(db, "pts.value")[1] in ("lower", "higher")
+    compared = json.loads(perfline(db, "compare", "--label", "linux-6.1", "--label", "linux-6.12", "--json").stdout)
+    [hackbench] = [c for c in compared["cases"] if "hackbench" in c["case"]]
+    assert hackbench["metrics"][0]["others"][0]["change_pct"] == pytest.approx((23.181 / 20.513 - 1) * 100, abs=0.05)
+
+
+def test_an_xml_bomb_is_refused_before_parsing(tmp_path: Path) -> None:
+    bomb = tmp_path / "composite.xml"
+    bomb.write_text('<?xml version="1.0"?>\n<!DOCTYPE lolz [\n <!ENTITY lol "lol">\n'
+                    ' <!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">\n]>\n'
+                    "<PhoronixTestSuite><Result><Title>&lol2;</Title></Result></PhoronixTestSuite>\n")
+    proc = perfline(tmp_path / "db", "import", str(bomb))
+    assert proc.returncode == 2 and f"{bomb}:2: a DOCTYPE or ENTITY declaration" in proc.stderr

@@ -371,9 +371,80 @@ def _asv_benchmarks(path: Path) -> dict[str, Any]:
     return {}
 
 
+# ---- Phoronix Test Suite ------------------------------------------------------------
+
+
+def pts(path: Path) -> tuple[list[ImportedRun], int]:
+    """composite.xml: each Result's Entry a run of its system (the Entry's Identifier),
+    the per-run values of its RawString the samples (its Value a summary when the
+    RawString is empty); the unit is the Scale, HIB higher and LIB lower is better; the
+    System table (processor, memory, OS, kernel) is the run's fingerprint.
+
+    A DOCTYPE is refused before parsing: result files have none, and entity
+    declarations are how an XML bomb expands."""
+    import xml.etree.ElementTree as ElementTree
+
+    text = read_text(path)
+    if "<!DOCTYPE" in text or "<!ENTITY" in text:
+        first = min(i for i in (text.find("<!DOCTYPE"), text.find("<!ENTITY")) if i >= 0)
+        line = text[:first].count("\n") + 1
+        raise ImportFailed(path, "a DOCTYPE or ENTITY declaration: composite.xml has none (refused: an XML bomb "
+                                 "expands through them)", line)
+    try:
+        root = ElementTree.fromstring(text)
+    except ElementTree.ParseError as exc:
+        raise ImportFailed(path, f"not valid XML: {exc}", exc.position[0]) from None
+    if root.tag != "PhoronixTestSuite":
+        raise ImportFailed(path, f"the root element is <{root.tag}>, not <PhoronixTestSuite>")
+    systems = {}
+    for system in root.iter("System"):
+        ident = (system.findtext("Identifier") or "").strip()
+        facts = {}
+        for part in ((system.findtext("Hardware") or "") + ", " + (system.findtext("Software") or "")).split(", "):
+            key, _, value = part.partition(": ")
+            if value:
+                facts[key.strip()] = value.strip()
+        systems[ident] = (facts, _time((system.findtext("TimeStamp") or "").replace(" ", "T")))
+    runs, skipped = [], 0
+    for number, result in enumerate(root.iter("Result"), start=1):
+        test = (result.findtext("Identifier") or "").strip() or (result.findtext("Title") or "").strip() \
+            or f"result{number}"
+        scale = (result.findtext("Scale") or "").strip()
+        higher = (result.findtext("Proportion") or "").strip().upper() == "HIB"
+        params: dict[str, str | int | float | bool] = {"test": test}
+        for key in ("Title", "Arguments", "Description"):
+            if (value := (result.findtext(key) or "").strip()):
+                params[key.lower()] = value
+        for entry in result.iter("Entry"):
+            ident = (entry.findtext("Identifier") or "").strip()
+            facts, started = systems.get(ident, ({}, None))
+            raw = [v for v in (entry.findtext("RawString") or "").split(":") if v.strip()]
+            summary = None
+            try:
+                values = [float(v) for v in raw]
+                if not values:
+                    values = [float((entry.findtext("Value") or "").strip())]
+                    summary = {"mean": values[0]}
+            except ValueError:
+                skipped += 1
+                continue
+            kept, bad = finite(values)
+            skipped += bad
+            if not kept:
+                continue
+            # A PTS "system" is a setup (often another kernel on the same box): a label.
+            run = ImportedRun("pts", dict(params), started_at=started, label=ident or None,
+                              facts={"processor": facts.get("Processor", ""), "release": facts.get("Kernel", ""),
+                                     "os": facts.get("OS", ""), "memory": facts.get("Memory", "")})
+            run.metrics.append(ImportedMetric("pts.value", scale, Direction.HIGHER if higher else Direction.LOWER,
+                                              kept, summary))
+            runs.append(run)
+    return runs, skipped
+
+
 IMPORTERS: dict[str, Importer] = {
     "gbench": gbench, "hyperfine": hyperfine, "pytest-benchmark": pytest_benchmark, "bmf": bmf, "otava": otava,
-    "lkp": lkp, "criterion": criterion, "asv": asv,
+    "lkp": lkp, "criterion": criterion, "asv": asv, "pts": pts,
 }
 
 
@@ -381,6 +452,8 @@ def detect(path: Path) -> str:
     """The format of a file by its shape; ImportFailed when none fits."""
     if path.suffix == ".csv":
         return "otava"
+    if path.suffix == ".xml":
+        return "pts"
     if path.name == "sample.json" and path.parent.name == "new":
         return "criterion"
     doc = load(path)
@@ -402,4 +475,4 @@ def detect(path: Path) -> str:
         if doc and all(isinstance(v, int | float | list) for v in doc.values()):
             return "lkp"
     raise ImportFailed(path, "not a format perfline imports (gbench, pytest-benchmark, hyperfine, bmf, otava, lkp, "
-                             "criterion, asv, perfline); give --format if it is one")
+                             "criterion, asv, pts, perfline); give --format if it is one")

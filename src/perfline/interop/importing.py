@@ -25,7 +25,7 @@ from perfline.records.status import RunStatus
 from perfline.store.imports import NewRun
 
 FORMATS = (*IMPORTERS, "perfline")
-SUFFIXES = (".json", ".csv")
+SUFFIXES = (".json", ".csv", ".xml")
 
 
 @dataclass
@@ -117,7 +117,8 @@ def _new_run(run: ImportedRun, fmt: str, source: dict[str, str], label: str | No
             settings.setdefault("summary_only", {})[m.name] = m.summary_only
     columns = {
         "job": case.job, "benchmark": case.benchmark, "case_key": case.key, "params": dict(run.params),
-        "tunables": {}, "monitors": [], "target": "imported", "label": label, "kernel_commit": commit,
+        "tunables": {}, "monitors": [], "target": "imported", "label": label or run.label,
+        "kernel_commit": commit,
         "hostname": host, "machine_id": machine_id, "kernel_release": fingerprint["kernel_release"],
         "fingerprint": fingerprint, "config_hash": None, "settings": settings, "status": RunStatus.COMPLETED.value,
         "error": None, "output_tail": None, "repeat": max((len(m.values) for m in run.metrics), default=0),

@@ -44,6 +44,7 @@ class ImportedRun:
     hostname: str | None = None
     commit: str | None = None
     facts: dict[str, str] = field(default_factory=dict)  # CPU, OS, ... as the file gives them
+    label: str | None = None  # the file's name for the setup (PTS's system identifier)
 
     @property
     def samples(self) -> int:
