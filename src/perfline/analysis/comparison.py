@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from perfline.records.fingerprint import (
@@ -56,11 +57,23 @@ class Side:
         return found
 
     def values(self, metric: str) -> list[float]:
-        return [s.value for run in self.runs for s in run.samples if s.metric.name == metric]
+        return self._by_metric.get(metric, ([], []))[0]
 
     def run_labels(self, metric: str) -> list[int]:
         """The run of each of `values(metric)`: runs, not repetitions, are the unit."""
-        return [run.info.id for run in self.runs for s in run.samples if s.metric.name == metric]
+        return self._by_metric.get(metric, ([], []))[1]
+
+    @cached_property
+    def _by_metric(self) -> dict[str, tuple[list[float], list[int]]]:
+        """Every metric's values and their runs, gathered in one pass: a side by label
+        may hold thousands of runs and a table dozens of metrics."""
+        found: dict[str, tuple[list[float], list[int]]] = {}
+        for run in self.runs:
+            for s in run.samples:
+                values, runs = found.setdefault(s.metric.name, ([], []))
+                values.append(s.value)
+                runs.append(run.info.id)
+        return found
 
     def description(self) -> dict[str, str]:
         """Fingerprint, params, tunables and settings, flattened; facts that differ
@@ -219,7 +232,8 @@ def _monitors_controlled_together(rows: list[MetricRow], alpha: float) -> list[M
 
 def side_profile(side: Side, store: Store) -> list[ProfileEntry]:
     """The mean profile of a side's runs (a run without a profile counts as none)."""
-    profiles = [p for run in side.runs if (p := store.profile(run.info.id))]
+    profiled = store.profiled([run.info.id for run in side.runs])
+    profiles = [p for run in side.runs if run.info.id in profiled and (p := store.profile(run.info.id))]
     totals: dict[tuple[str, str, bool], float] = defaultdict(float)
     for profile in profiles:
         for entry in profile:
@@ -258,8 +272,7 @@ def _sides_per_case(store: Store, groups: list[tuple[str, list[int]]]) -> list[l
         lambda: defaultdict(list)
     )
     for name, run_ids in groups:
-        for run_id in run_ids:
-            run = store.get_run(run_id)
+        for run in store.get_runs(run_ids):
             by_case[(run.info.benchmark, run.info.case_key)][name].append(run)
     names = [name for name, _ in groups]
     return [

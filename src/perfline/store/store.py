@@ -369,21 +369,30 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
                     select(MetricRow).where(MetricRow.name.in_({s.metric for s in run.samples}))
                 )
             }
-            samples = [
-                Sample(s.repetition, metrics[s.metric], s.source, s.value) for s in run.samples
-            ]
-            repetitions = len({s.repetition for s in samples if s.source == "benchmark"})
-            return RunDetail(
-                info=_info(run, repetitions),
-                params=run.params,
-                tunables=run.tunables,
-                monitors=run.monitors,
-                settings=run.settings,
-                fingerprint=run.fingerprint,
-                error=run.error,
-                output_tail=run.output_tail,
-                samples=samples,
-            )
+            return _detail(run, [Sample(s.repetition, metrics[s.metric], s.source, s.value) for s in run.samples])
+
+    def get_runs(self, run_ids: Sequence[int]) -> list[RunDetail]:
+        """Several runs in two queries (their samples loaded with them), in the order
+        given: a side of a comparison by label may hold thousands."""
+        with self._session() as session:
+            rows = {run.id: run for run in session.scalars(select(RunRow).where(RunRow.id.in_(list(run_ids))))}
+            missing = [i for i in run_ids if i not in rows]
+            if missing:
+                raise RunNotFound(f"no run with id {missing[0]} (see `perfline runs`)")
+            metrics = {row.name: _metric(row) for row in session.scalars(select(MetricRow))}
+            # Samples as Core tuples: ORM objects for 100,000 samples cost seconds.
+            samples: dict[int, list[Sample]] = defaultdict(list)
+            query = (select(SampleRow.run_id, SampleRow.repetition, SampleRow.metric, SampleRow.source,
+                            SampleRow.value).where(SampleRow.run_id.in_(list(run_ids))).order_by(SampleRow.id))
+            for run_id, repetition, metric, source, value in session.connection().execute(query).all():
+                samples[run_id].append(Sample(repetition, metrics[metric], source, value))
+            return [_detail(rows[i], samples[i]) for i in run_ids]
+
+    def profiled(self, run_ids: Sequence[int]) -> set[int]:
+        """Which of these runs have a profile (perf-profile), in one query."""
+        with self._session() as session:
+            return set(session.scalars(select(ProfileEntryRow.run_id).distinct()
+                                       .where(ProfileEntryRow.run_id.in_(list(run_ids)))))
 
     def metric_values(
         self,
@@ -610,6 +619,13 @@ def _regression(row: RegressionRow) -> Regression:
         owner=row.owner,
         due=row.due,
     )
+
+
+def _detail(run: RunRow, samples: list[Sample]) -> RunDetail:
+    repetitions = len({s.repetition for s in samples if s.source == "benchmark"})
+    return RunDetail(info=_info(run, repetitions), params=run.params, tunables=run.tunables, monitors=run.monitors,
+                     settings=run.settings, fingerprint=run.fingerprint, error=run.error,
+                     output_tail=run.output_tail, samples=samples)
 
 
 def _metric(row: MetricRow) -> Metric:
