@@ -405,13 +405,20 @@ def pair_order(pairs: int) -> list[str]:
 
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
-    """Treat SIGTERM like Ctrl-C so that a killed run is marked interrupted, not lost."""
+    """Treat SIGTERM like Ctrl-C so that a killed run is marked interrupted, not lost.
+
+    SIGINT gets Python's Ctrl-C handler too: a process started in the background by a
+    non-interactive shell inherits SIGINT ignored, and Python then installs no handler,
+    so `kill -INT` would not stop the run at all (the SIGINT test failed only when the
+    suite itself ran in the background)."""
 
     def handler(_signum: int, _frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, handler)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
