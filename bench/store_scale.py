@@ -98,8 +98,16 @@ def measure(url: str, samples: int) -> None:
         1000 * best(lambda: store.series_rows("scale.m0", "case=0")), 100, "ms")
     row(f"one series ({per_case:,} points), history's values",
         1000 * best(lambda: store.metric_values(metric="scale.m0", case_key="case=0")), 100, "ms")
-    row(f"compare --label A --label B ({per_case // 2 * CASES:,} runs a side)",
+    from perfline.analysis.comparison import compare_sides, sides_by_label
+
+    def compare() -> None:
+        for sides in sides_by_label(store, ["A", "B"]):
+            compare_sides(sides, store)
+
+    row(f"compare A vs B, in-process ({per_case // 2 * CASES:,} runs a side)", best(compare, 2), 2, "s")
+    row("  the same, `perfline compare --label A --label B --json`",
         min(cli(url, "compare", "--label", "A", "--label", "B", "--json") for _ in range(2)), 2, "s")
+    row("  of which start-up (`perfline version`: Python, scipy)", cli(url, "version"), None, "s")
     row(f"detect over every series ({METRICS * CASES} series)", cli(url, "detect", "--json"), 60, "s")
 
 

@@ -404,9 +404,11 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
         since: datetime | None = None,
     ) -> list[RunValues]:
         """Benchmark values per run and metric, oldest run first (for series)."""
+        # Core rows of the few columns a series needs, the runs' other columns read once
+        # per run: ORM entities for a million samples took seconds (bench/store_scale.py).
         query = (
-            select(RunRow, SampleRow.metric, SampleRow.value)
-            .join(SampleRow, SampleRow.run_id == RunRow.id)
+            select(SampleRow.run_id, SampleRow.metric, SampleRow.value)
+            .join(RunRow, SampleRow.run_id == RunRow.id)
             .where(SampleRow.source == "benchmark")
             .order_by(RunRow.started_at, RunRow.id, SampleRow.id)
         )
@@ -420,16 +422,29 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
                 query = query.where(column == value)
         if since is not None:
             query = query.where(RunRow.started_at >= since)
-        grouped: dict[tuple[int, str], tuple[RunRow, list[float]]] = {}
+        grouped: dict[tuple[int, str], list[float]] = {}
         with self._session() as session:
-            for run, name, sample in session.execute(query):
-                grouped.setdefault((run.id, name), (run, []))[1].append(sample)
+            for run_id, name, sample in session.connection().execute(query).all():
+                grouped.setdefault((run_id, name), []).append(sample)
+            run_ids = sorted({run_id for run_id, _ in grouped})
+            columns = (RunRow.id, RunRow.job, RunRow.benchmark, RunRow.case_key, RunRow.target, RunRow.kernel_release,
+                       RunRow.hostname, RunRow.label, RunRow.kernel_commit, RunRow.status, RunRow.repeat,
+                       RunRow.started_at, RunRow.finished_at, RunRow.machine_id,
+                       RunRow.settings["interleaved"].as_string())
+            runs = {}
+            for start in range(0, len(run_ids), 5000):  # SQLite's bound-parameter limit
+                chunk = run_ids[start:start + 5000]
+                for row in session.connection().execute(select(*columns).where(RunRow.id.in_(chunk))).all():
+                    runs[row[0]] = row
             metrics = {row.name: _metric(row) for row in session.scalars(select(MetricRow))}
-            return [
-                RunValues(_info(run, len(values)), run.machine_id, metrics[name], values,
-                          interleaved=bool((run.settings or {}).get("interleaved")))
-                for (_, name), (run, values) in grouped.items()
-            ]
+        out = []
+        for (run_id, name), values in grouped.items():
+            r = runs[run_id]
+            info = RunInfo(id=r[0], job=r[1], benchmark=r[2], case_key=r[3], target=r[4], kernel_release=r[5],
+                           hostname=r[6], label=r[7], kernel_commit=r[8], status=r[9], samples=len(values),
+                           repeat=r[10], started_at=aware(r[11]), finished_at=aware(r[12]) if r[12] else None)
+            out.append(RunValues(info, r[13], metrics[name], values, interleaved=bool(r[14])))
+        return out
 
     def record_regression(
         self, regression: Regression, near: Sequence[int] = (), claimed: Collection[int] = ()
