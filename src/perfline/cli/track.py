@@ -111,19 +111,15 @@ def run(
         except KeyboardInterrupt:
             errors.print("[yellow]interrupted: `perfline track run` continues where this stopped[/yellow]")
             raise typer.Exit(EXIT_INTERRUPTED) from None
-    console.print(_state_table(store, [spec.name]))
+    from perfline.report.tracking import status_table
+
+    console.print(status_table(_states(store, [spec.name])))
 
 
 def _states(store: Store, names: list[str]) -> list[TrackerState]:
     from perfline.track.status import tracker_states
 
     return tracker_states(store, names, _notify)
-
-
-def _state_table(store: Store, names: list[str]) -> object:
-    from perfline.report.tracking import status_table
-
-    return status_table(_states(store, names))
 
 
 @track_app.command("status")
