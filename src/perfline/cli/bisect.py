@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -18,7 +17,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from perfline.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, errors, fail, open_store
+from perfline.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, errors, fail, notify, open_store
 from perfline.records.errors import UserError
 from perfline.runner import terminate_as_interrupt
 from perfline.store import Store
@@ -37,10 +36,6 @@ bisect_app = typer.Typer(help="Noise-aware bisection of a performance change to 
 PaceOption = Annotated[str, typer.Option(
     help="Take a sample again when the machine ran this much slower than usual around it (the pace "
          "helper); off for a benchmark that measures against itself on a host whose speed wanders.")]
-
-
-def _notify(message: str) -> None:
-    errors.print(escape(message), highlight=False, soft_wrap=True)
 
 
 @bisect_app.command("start")
@@ -79,7 +74,7 @@ def start(
                            history=history)
     store = open_store()
     tolerance = _pace_tolerance(pace_tolerance)
-    _run(store, start_bisection(store, request, _notify), as_json, tolerance)
+    _run(store, start_bisection(store, request, notify), as_json, tolerance)
 
 
 @bisect_app.command("resume")
@@ -141,7 +136,7 @@ def _run(store: Store, record: BisectionRecord, as_json: bool, pace_tolerance: f
 
     with _progress(record.spec.max_runs) as update, terminate_as_interrupt():
         try:
-            outcome = run(store, record, update, _notify, pace_tolerance)
+            outcome = run(store, record, update, notify, pace_tolerance)
         except BisectionFailed as exc:
             state = "failed" if exc.record.status == BisectionStatus.FAILED else "stopped"
             raise fail(f"bisection {record.id} {state}: {exc}", EXIT_FAILED) from None

@@ -43,6 +43,11 @@ def restore_crashed_changes() -> int:
     return len(messages)
 
 
+def notify(message: str) -> None:
+    """A line of progress or news on stderr, stored strings shown as text."""
+    errors.print(escape(message), highlight=False, soft_wrap=True)
+
+
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     errors.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)

@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
-from perfline.cli.common import EXIT_FAILED, console, errors, fail, open_store
+from perfline.cli.common import EXIT_FAILED, console, fail, notify, open_store
 
 report_app = typer.Typer(help="Reports: one regression as the 0-day robot writes it, the daily summary; "
                               "text, HTML or JSON, to a file or by e-mail.", no_args_is_help=True)
@@ -23,10 +22,6 @@ MailToOption = Annotated[list[str] | None, typer.Option("--mail-to", help="Mail 
 SmtpOption = Annotated[str | None, typer.Option(help="SMTP server HOST:PORT (default $PERFLINE_SMTP_HOST or "
                                                      "localhost:25; login from $PERFLINE_SMTP_USER/_PASSWORD).")]
 FromOption = Annotated[str | None, typer.Option("--from", help="Sender (default $PERFLINE_MAIL_FROM).")]
-
-
-def _notify(message: str) -> None:
-    errors.print(escape(message), highlight=False, soft_wrap=True)
 
 
 def _emit(content: str, output: Path | None) -> None:
@@ -102,7 +97,7 @@ def daily(
         raise fail(f"--since {since}: give a date, YYYY-MM-DD or YYYY-MM-DDTHH:MM") from None
     store = open_store()
     names = [name] if name else [t.name for t in store.trackers()]
-    summary = daily_summary(store, names, start, _notify)
+    summary = daily_summary(store, names, start, notify)
     if mail_to:
         _mail(summary.subject, daily_report.text(summary), daily_report.html(summary), mail_to, smtp, sender)
         return

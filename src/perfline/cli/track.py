@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from perfline.cli.bisect import PaceOption, _pace_tolerance
-from perfline.cli.common import EXIT_INTERRUPTED, console, errors, fail, open_store, state
+from perfline.cli.common import EXIT_INTERRUPTED, console, errors, fail, notify, open_store, state
 from perfline.records.job import Case
 from perfline.records.metric import Measurement
 from perfline.runner import RunContext, RunOutcome, terminate_as_interrupt
@@ -31,10 +31,6 @@ track_app = typer.Typer(help="Follow a branch: test new commits, find changes, b
                         no_args_is_help=True)
 
 TrackerFile = Annotated[Path, typer.Argument(help="The tracker file (YAML; see docs/track.md).")]
-
-
-def _notify(message: str) -> None:
-    errors.print(escape(message), highlight=False, soft_wrap=True)
 
 
 class _Observer:
@@ -93,15 +89,15 @@ def run(
 
     spec = _load(file)
     tolerance = _pace_tolerance(pace_tolerance)
-    check(spec, _notify)
+    check(spec, notify)
     store = open_store()
     machine_id = local.machine_id()
     with _progress() as observer, terminate_as_interrupt():
         ctx = RunContext(store=store, fingerprint=local.fingerprint, observer=observer)
         try:
             while True:
-                done = run_pass(store, spec, ctx, machine_id, observer.bisect, _notify, tolerance)
-                _notify(f"{spec.name}: tested {sum(t.complete for t in done.tested)} commit(s), "
+                done = run_pass(store, spec, ctx, machine_id, observer.bisect, notify, tolerance)
+                notify(f"{spec.name}: tested {sum(t.complete for t in done.tested)} commit(s), "
                         f"{done.pending} pending, {sum(f.new for f in done.found)} new change(s), head "
                         f"{done.head[:12]}")
                 if once:
@@ -119,7 +115,7 @@ def run(
 def _states(store: Store, names: list[str]) -> list[TrackerState]:
     from perfline.track.status import tracker_states
 
-    return tracker_states(store, names, _notify)
+    return tracker_states(store, names, notify)
 
 
 @track_app.command("status")

@@ -7,8 +7,7 @@ import base64
 from dataclasses import dataclass
 from datetime import datetime
 
-from jinja2 import Environment, PackageLoader, select_autoescape
-
+from perfline.report.templates import TEMPLATES
 from perfline.report.tracking import TrackerState
 from perfline.store import Regression
 from perfline.store.trackers import DailyNumber
@@ -64,9 +63,5 @@ def text(summary: DailySummary) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-_ENV = Environment(loader=PackageLoader("perfline", "report/templates"), autoescape=select_autoescape(["html"]),
-                   trim_blocks=True, lstrip_blocks=True)
-
-
 def html(summary: DailySummary) -> str:
-    return _ENV.get_template("daily.html").render(summary=summary, line=line)
+    return TEMPLATES.get_template("daily.html").render(summary=summary, line=line)

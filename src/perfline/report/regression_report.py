@@ -22,13 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jinja2 import Environment, PackageLoader, select_autoescape
-
 from perfline import git
 from perfline.analysis.comparison import CaseComparison, MetricRow, Side, compare_sides
 from perfline.analysis.regressions import why_label
 from perfline.records.fingerprint import Difference
 from perfline.report.figures import new_axes, save, style_axes
+from perfline.report.templates import TEMPLATES
 from perfline.stats.profile_diff import SymbolShift, profile_diff, with_intervals
 from perfline.store import Regression, RunDetail, Store
 from perfline.store.bisections import BisectionNotFound, BisectionRecord
@@ -372,15 +371,11 @@ def series_png(store: Store, report: RegressionReport) -> bytes | None:
     return buffer.getvalue()
 
 
-_ENV = Environment(loader=PackageLoader("perfline", "report/templates"), autoescape=select_autoescape(["html"]),
-                   trim_blocks=True, lstrip_blocks=True)
-
-
 def html(store: Store, report: RegressionReport) -> str:
     """One self-contained file: the same content as the text, the graph inline as a PNG
     data URL; every value from the store is escaped by the template engine."""
     png = series_png(store, report)
-    return _ENV.get_template("regression.html").render(
+    return TEMPLATES.get_template("regression.html").render(
         report=report, text=text(report), graph=base64.b64encode(png).decode() if png else None)
 
 
