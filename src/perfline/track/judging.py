@@ -38,14 +38,14 @@ def tracker_series(store: Store, spec: TrackerSpec, repo: Path, machine_id: str)
     return build_series(values, repo) if values else []
 
 
-def judge_history(store: Store, spec: TrackerSpec, repo: Path, machine_id: str, notify: Notify) -> list[Found]:
+def judge_history(store: Store, spec: TrackerSpec, tracked: list[Series], notify: Notify) -> list[Found]:
     """Open or update a record for every significant change beyond the floor: between
     neighbouring tested commits, and at every change point of a long enough series."""
     from perfline.stats.changepoint import ChangePoint  # scipy: only when judging
     from perfline.stats.two_sample import IMPROVEMENT, REGRESSION, compare
 
     found: list[Found] = []
-    for series in tracker_series(store, spec, repo, machine_id):
+    for series in tracked:
         if series.order != "commit" or series.metric.direction is Direction.NEUTRAL:
             continue
         changes: list[ChangePoint] = []
@@ -84,8 +84,8 @@ def open_regressions(store: Store, name: str) -> list[Regression]:
     return [r for r in store.regressions(tracker=name) if r.kind == "regression" and r.status not in done]
 
 
-def daily_numbers(store: Store, spec: TrackerSpec, repo: Path, machine_id: str,
-                  history: list[git.Commit]) -> list[DailyNumber]:
+def daily_numbers(spec: TrackerSpec, repo: Path, tracked: list[Series], history: list[git.Commit]
+                  ) -> list[DailyNumber]:
     """The tracker's one number per tested commit: the geometric mean over its series of
     each one's ratio to the reference commit (the first tested, or `reference:`), turned
     so that above 100 is better, times 100. Its 95% interval comes from the delta-method
@@ -93,7 +93,7 @@ def daily_numbers(store: Store, spec: TrackerSpec, repo: Path, machine_id: str,
     comparison of one run a side does."""
     from scipy import stats  # only when the numbers are made
 
-    series = [s for s in tracker_series(store, spec, repo, machine_id)
+    series = [s for s in tracked
               if s.order == "commit" and s.metric.direction is not Direction.NEUTRAL]
     position = {c.sha: i for i, c in enumerate(history)}
     by_commit = [{p.runs[0].kernel_commit: p for p in s.points} for s in series]

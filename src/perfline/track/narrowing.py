@@ -13,7 +13,7 @@ from pathlib import Path
 
 from perfline import git
 from perfline.analysis.regressions import CannotConfirm, Reproduction, confirm, transition, why_label
-from perfline.bisect import kernel, session
+from perfline.bisect import session
 from perfline.bisect.driver import Progress
 from perfline.bisect.session import BisectionFailed, StartRequest
 from perfline.bisect.worktree import Builder, cache_dir
@@ -27,7 +27,7 @@ from perfline.stats.sequential import SequentialPlan
 from perfline.store import Regression, Store
 from perfline.store.bisections import BisectionRecord
 from perfline.track.budget import Budget
-from perfline.track.testing import cases
+from perfline.track.testing import at_commit, cases
 from perfline.track.tracker_file import TrackedJob, TrackerSpec
 
 Notify = Callable[[str], None]
@@ -77,7 +77,7 @@ def _explain(store: Store, spec: TrackerSpec, regression: Regression, repo: Path
         if not built.ok:
             notify(f"regression {regression.id}: {sha[:12]} no longer builds; no profile")
             return
-        sides.append(replace(ctx, label=why_label(regression.id), kernel_commit=sha, tree=builder.tree(sha)))
+        sides.append(at_commit(spec, builder, ctx, sha, why_label(regression.id))[0])
     notify(f"regression {regression.id}: profiling {regression.culprit[:12]} against its parent {parent[:12]}")
     execute_interleaved(case, case, WHY_PAIRS, sides[0], ctx_b=sides[1])
 
@@ -101,13 +101,8 @@ def _confirm(store: Store, spec: TrackerSpec, regression: Regression, builder: B
         if not built.ok:
             notify(f"regression {regression.id}: {sha[:12]} no longer builds; not confirmed")
             return regression
-        here = replace(ctx, label=spec.name, kernel_commit=sha)
-        if isinstance(builder, kernel.KernelBuilder):
-            name = f"track-{spec.name}-{sha[:12]}"
-            registered = kernel.register(builder.kept(sha), name, sha).name
-            sides.append((kernel.with_kernel(case, registered), here))
-        else:
-            sides.append((case, replace(here, tree=builder.tree(sha))))
+        here, on_commit = at_commit(spec, builder, ctx, sha, spec.name)
+        sides.append((on_commit(case), here))
     (before, ctx_before), (after, ctx_after) = sides
     pairs = min(CONFIRM_MAX_PAIRS, max(budget.left() // 2, 6))
     plan = SequentialPlan.up_to(pairs, 0.01)

@@ -65,6 +65,18 @@ def _failed_before(builder: Builder, sha: str) -> bool:
     return build is not None and not build.ok
 
 
+def at_commit(spec: TrackerSpec, builder: Builder, ctx: RunContext, sha: str, label: str
+              ) -> tuple[RunContext, Callable[[Case], Case]]:
+    """Where a built commit's cases run, and each case as it runs there: a kernel
+    tracker registers the commit's bzImage (`track-NAME-SHA12`) and boots it, any other
+    runs in the commit's worktree."""
+    here = replace(ctx, label=label, kernel_commit=sha)
+    if isinstance(builder, kernel.KernelBuilder):
+        name = kernel.register(builder.kept(sha), f"track-{spec.name}-{sha[:12]}", sha).name
+        return here, lambda case: kernel.with_kernel(case, name)
+    return replace(here, tree=builder.tree(sha)), lambda case: case
+
+
 @dataclass(frozen=True)
 class Tested:
     commit: git.Commit
@@ -81,13 +93,7 @@ def test_commit(spec: TrackerSpec, commit: git.Commit, store: Store, builder: Bu
         notify(f"{commit.sha[:12]} ({commit.subject}) does not build; left out:\n{built.log_tail}")
         return Tested(commit, 0, False, "does not build")
     done = store.completed_cases(spec.name, machine_id).get(commit.sha, set())
-    here = replace(ctx, label=spec.name, kernel_commit=commit.sha)
-    if isinstance(builder, kernel.KernelBuilder):
-        name = f"track-{spec.name}-{commit.sha[:12]}"
-        registered = kernel.register(builder.kept(commit.sha), name, commit.sha).name
-    else:
-        here = replace(here, tree=builder.tree(commit.sha))
-        registered = None
+    here, on_commit = at_commit(spec, builder, ctx, commit.sha, spec.name)
     runs = 0
     for case in cases(spec):
         if (case.benchmark, case.key) in done:
@@ -97,7 +103,7 @@ def test_commit(spec: TrackerSpec, commit: git.Commit, store: Store, builder: Bu
         if builder.last_built_at is not None and time.monotonic() - builder.last_built_at < SETTLE_AFTER_BUILD_S:
             wait_for_quiet()  # what the build left running must not be measured with the first run
         runs += 1
-        outcome = execute(kernel.with_kernel(case, registered) if registered else case, here)
+        outcome = execute(on_commit(case), here)
         if outcome.status != RunStatus.COMPLETED:
             notify(f"{commit.sha[:12]}: run {outcome.run_id} of {case.benchmark} {outcome.status}: {outcome.error}")
             return Tested(commit, runs, False, f"run {outcome.run_id} {outcome.status}")

@@ -20,7 +20,7 @@ from perfline.runner import RunContext
 from perfline.store import Regression, Store
 from perfline.track import mailing
 from perfline.track.budget import Budget
-from perfline.track.judging import Found, daily_numbers, judge_history, open_regressions
+from perfline.track.judging import Found, daily_numbers, judge_history, open_regressions, tracker_series
 from perfline.track.narrowing import narrow
 from perfline.track.repository import local_repo, resolve_since
 from perfline.track.testing import Tested, builder_for, pending, test_commit
@@ -71,8 +71,10 @@ def run_pass(store: Store, spec: TrackerSpec, ctx: RunContext, machine_id: str, 
         notify(f"testing {commit.sha[:12]} {commit.subject}")
         done.tested.append(test_commit(spec, commit, store, builder, ctx, machine_id, budget, notify))
     done.pending = sum(not t.complete for t in done.tested) + len(todo) - len(done.tested)
-    done.found = judge_history(store, spec, repo, machine_id, notify)
-    store.set_daily_numbers(spec.name, daily_numbers(store, spec, repo, machine_id, history))
+    # The tracker's series, read once for both: the records and the daily numbers.
+    tracked = tracker_series(store, spec, repo, machine_id)
+    done.found = judge_history(store, spec, tracked, notify)
+    store.set_daily_numbers(spec.name, daily_numbers(spec, repo, tracked, history))
     if spec.narrow:
         narrow_all(lambda r: r.status in (RegressionStatus.NEW, RegressionStatus.CONFIRMED))
     _release_trees(store, spec, builder, [t.commit.sha for t in done.tested])

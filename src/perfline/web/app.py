@@ -204,10 +204,10 @@ def _trackers(store: Store) -> list[Any]:
         return tracker_states(store, names, lambda _: None)
     except Exception:  # noqa: BLE001 - a tracker whose file or tree is gone still has numbers to show
         from perfline.report.tracking import TrackerState
+        from perfline.track.judging import open_regressions
 
-        return [TrackerState(t, None, 0, 0, len([r for r in store.regressions(tracker=t.name)
-                                                 if r.status not in ("false-alarm", "fixed")]), 0,
-                             store.daily_numbers(t.name)) for t in store.trackers()]
+        return [TrackerState(t, None, 0, 0, len(open_regressions(store, t.name)), 0, store.daily_numbers(t.name))
+                for t in store.trackers()]
 
 
 def _filtered(store: Store, status: str | None, tracker: str | None, metric: str | None,
