@@ -31,7 +31,6 @@ def import_(
 ) -> None:
     """Import other tools' results: they become runs like measured ones (history, detect,
     compare, track, the dashboard), marked with their source file."""
-    from perfline.interop import perfline_json
     from perfline.interop.importing import plan
 
     directions = {}
@@ -51,11 +50,9 @@ def import_(
     if not dry_run:
         if found.format == "perfline":
             # One export file at a time: its regressions name its runs by position.
-            for file in found.files:
-                configs, regressions = perfline_json.configs_and_regressions(file)
-                runs = perfline_json.read(file)
-                added = store.add_imported(runs, configs)
-                store.add_exported_regressions(added, regressions)
+            for export in found.exports:
+                added = store.add_imported(export.runs, export.configs)
+                store.add_exported_regressions(added, export.regressions)
                 ids += added
         else:
             ids = store.add_imported(found.runs)

@@ -35,6 +35,9 @@ class ImportPlan:
     skipped: int = 0  # values that were not numbers (NaN, Infinity, null)
     files: list[Path] = field(default_factory=list)
     digests: list[str] = field(default_factory=list)
+    # perfline exports, one per file: stored file by file (their regressions name runs
+    # by position in their own file).
+    exports: list[perfline_json.Export] = field(default_factory=list)
 
     @property
     def samples(self) -> int:
@@ -79,7 +82,9 @@ def plan(path: Path, fmt: str | None, *, label: str | None, machine: str | None,
         out.files.append(file)
         out.digests.append(digest)
         if chosen == "perfline":
-            out.runs += perfline_json.read(file)
+            export = perfline_json.read(file)
+            out.exports.append(export)
+            out.runs += export.runs
             continue
         runs, skipped = IMPORTERS[chosen](file)
         out.skipped += skipped

@@ -5,6 +5,7 @@ in the file, never by an id of the store they came from)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,17 @@ def document(runs: list[dict[str, Any]], metrics: list[dict[str, Any]], configs:
             "regressions": regressions}
 
 
-def read(path: Path) -> list[NewRun]:
+@dataclass(frozen=True)
+class Export:
+    """One export file: its runs in order, the kernel configs they name, and the
+    regressions between them (runs by position)."""
+
+    runs: list[NewRun]
+    configs: dict[str, dict[str, str]]
+    regressions: list[dict[str, Any]]
+
+
+def read(path: Path) -> Export:
     doc = need(path, load(path), dict, "the file")
     if doc.get("perfline_export") != VERSION:
         raise ImportFailed(path, f"perfline_export is {doc.get('perfline_export')!r}; this perfline reads {VERSION}")
@@ -48,9 +59,6 @@ def read(path: Path) -> list[NewRun]:
         except (KeyError, ValueError, TypeError) as exc:
             raise ImportFailed(path, f"runs[{i}]: {exc!r}") from None
         out.append(NewRun(run, rows))
-    return out
-
-
-def configs_and_regressions(path: Path) -> tuple[dict[str, dict[str, str]], list[dict[str, Any]]]:
-    doc = load(path)
-    return dict(doc.get("kernel_configs") or {}), list(doc.get("regressions") or [])
+    configs = need(path, doc.get("kernel_configs") or {}, dict, "kernel_configs")
+    regressions = need(path, doc.get("regressions") or [], list, "regressions")
+    return Export(out, configs, regressions)
