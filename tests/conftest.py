@@ -4,6 +4,7 @@ the Debian cloud kernels of the tests marked `vm`."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -58,6 +59,13 @@ def debian_kernels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Kernel
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(CACHE_ENV, str(TEST_CACHE))
         return {name: registered(name, package, scratch) for name, package in (KERNEL_61, KERNEL_612)}
+
+
+def free_port() -> int:
+    """A TCP port on loopback nobody listens on now (for servers the tests start)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 # Hostile strings the store may hold: a commit subject and a run label. Every page and

@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.handlers import Message as MessageHandler
 
-from conftest import LABEL_ATTACK, SCRIPT_SUBJECT
+from conftest import LABEL_ATTACK, SCRIPT_SUBJECT, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = SCRIPT_SUBJECT
@@ -35,12 +34,6 @@ CULPRIT = 41
 def perfline(where: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "perfline", "--db", str(where / "db"), *args], capture_output=True,
                           text=True, timeout=600, check=False, cwd=where, env={**os.environ, **(env or {})})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

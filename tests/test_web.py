@@ -5,7 +5,6 @@ real tracked history (conftest.tracked_history) that holds hostile strings."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from conftest import LABEL_ATTACK, SCRIPT_SUBJECT
+from conftest import LABEL_ATTACK, SCRIPT_SUBJECT, free_port
 from perfline.store import Store
 from perfline.web.app import create_app
 from perfline.web.assets import vendor_dir
@@ -95,12 +94,6 @@ def test_pages_escape_and_forbid_inline_script(client: TestClient) -> None:
 
 
 # ---- in a browser ----------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
