@@ -13,6 +13,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from perfline import __version__
+from perfline.records.errors import UserError
 from perfline.records.fingerprint import Fingerprint
 from perfline.records.job import Case
 from perfline.records.metric import Direction, Measurement, Metric
@@ -35,8 +36,9 @@ from perfline.store.schema import (
 from perfline.store.trackers import TrackerQueries
 
 
-class RunNotFound(LookupError):
-    pass
+class RunNotFound(UserError, LookupError):
+    """A run or regression id the store does not have: the user's mistake, so every
+    command that meets one prints one `error:` line and exits 2."""
 
 
 # The kernel a qemu run booted is in its settings (targets.guest), not a column of its own.
