@@ -35,6 +35,7 @@ from perfline.cli.common import (
     state,
 )
 from perfline.cli.doctor import doctor
+from perfline.cli.fleet import fleet_app, worker
 from perfline.cli.history import detect, history, regressions_app
 from perfline.cli.interop import export, import_
 from perfline.cli.kernels import kernels_app
@@ -476,6 +477,8 @@ app.add_typer(bisect_app, name="bisect")
 app.add_typer(kernels_app, name="kernels")
 app.add_typer(track_app, name="track")
 app.add_typer(report_app, name="report")
+app.add_typer(fleet_app, name="fleet")
+app.command()(worker)
 
 
 @app.command()

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from perfline.records.errors import UserError
 
@@ -144,3 +145,25 @@ def _fmt(value: ParamValue) -> str:
     ):
         return json.dumps(value)
     return str(value)
+
+
+def case_to_json(case: Case) -> dict[str, Any]:
+    """A case as plain JSON, to travel in a queued fleet job and come back equal."""
+    return {
+        "job": case.job, "benchmark": case.benchmark, "params": dict(case.params),
+        "tunables": {kind: dict(values) for kind, values in case.tunables.items()},
+        "repeat": case.repeat, "warmup": case.warmup, "monitors": list(case.monitors),
+        "target": case.target, "precision_pct": case.precision_pct,
+        "vm": None if case.vm is None else asdict(case.vm),
+    }
+
+
+def case_from_json(data: dict[str, Any]) -> Case:
+    vm = data.get("vm")
+    return Case(
+        job=data["job"], benchmark=data["benchmark"], params=dict(data["params"]),
+        tunables={kind: dict(values) for kind, values in data["tunables"].items()},
+        repeat=int(data["repeat"]), warmup=int(data["warmup"]), monitors=tuple(data["monitors"]),
+        target=data["target"], precision_pct=data.get("precision_pct"),
+        vm=None if vm is None else VmSpec(**vm),
+    )

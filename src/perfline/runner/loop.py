@@ -259,7 +259,9 @@ class CaseRun:
             self._finish(RunStatus.FAILED, f"internal error: {exc!r}", tail(trace))
 
     def _finish(self, status: str, error: str | None = None, output_tail: str | None = None) -> None:
-        self.ctx.store.finish_run(self.run_id, status, error=error, output_tail=output_tail)
+        stored = self.ctx.store.finish_run(self.run_id, status, error=error, output_tail=output_tail)
+        if stored != status:  # finished by someone else first: a fleet job taken back as stale
+            status, error = stored, self.ctx.store.get_run(self.run_id).error
         self.outcome = RunOutcome(self.run_id, self.case, status, self.done, error)
         self.ctx.observer.run_finished(self.outcome)
 

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import CursorResult, Engine, Update, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from perfline.records.errors import UserError
 from perfline.system.signals import signals_held
+
+T = TypeVar("T")
 
 
 class StoreUnavailable(UserError):
@@ -63,7 +66,9 @@ def sqlite_url(path: Path) -> str:
     return f"sqlite:///{path.expanduser().resolve()}"
 
 
-def connect(url: str) -> Engine:
+def connect(url: str, outage_wait_s: float = 0.0) -> Engine:
+    """An engine for `url`. With `outage_wait_s`, a server that does not answer is waited
+    for that long before a connection fails (a fleet worker rides out a restart)."""
     if url.startswith("sqlite"):
         database = url.split(":///", 1)[-1]
         if database and database != ":memory:":
@@ -71,7 +76,26 @@ def connect(url: str) -> Engine:
         engine = create_engine(url, connect_args={"timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    engine = create_engine(url, pool_pre_ping=True)
+    if outage_wait_s > 0:
+        event.listen(engine, "do_connect", _patient_connect(outage_wait_s))
+    return engine
+
+
+def _patient_connect(wait_s: float) -> Callable[..., Any]:
+    def do_connect(dialect: Any, _record: Any, cargs: tuple[Any, ...], cparams: dict[str, Any]) -> Any:
+        deadline = time.monotonic() + wait_s
+        pause = 0.2
+        while True:
+            try:
+                return dialect.loaded_dbapi.connect(*cargs, **cparams)
+            except dialect.loaded_dbapi.OperationalError:
+                if time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 2.0)
+
+    return do_connect
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -91,10 +115,28 @@ def aware(moment: datetime) -> datetime:
 
 class Sessions:
     """The store's sessions: plain ones to read; `begin()` to write, with Ctrl-C and
-    SIGTERM held until the transaction is committed or rolled back (system.signals)."""
+    SIGTERM held until the transaction is committed or rolled back (system.signals);
+    `write()` for the run loop's writes, which survive the server restarting."""
 
-    def __init__(self, factory: sessionmaker[Session]) -> None:
+    def __init__(self, factory: sessionmaker[Session], outage_wait_s: float = 0.0) -> None:
         self._factory = factory
+        self._outage_wait_s = outage_wait_s
+
+    def write(self, work: Callable[[Session, bool], T]) -> T:
+        """`work(session, retried)` in a transaction. When the connection to the server
+        is lost in it (a restart), the transaction is rolled back and `work` runs again on
+        a new connection, which waits for the server (`connect`'s outage_wait_s); `retried`
+        lets it first undo what a commit whose answer was lost may have written."""
+        deadline = time.monotonic() + self._outage_wait_s
+        retried = False
+        while True:
+            try:
+                with self.begin() as session:
+                    return work(session, retried)
+            except DBAPIError as exc:
+                if not exc.connection_invalidated or time.monotonic() > deadline:
+                    raise
+                retried = True
 
     def __call__(self) -> Session:
         return self._factory()
@@ -103,3 +145,8 @@ class Sessions:
     def begin(self) -> Iterator[Session]:
         with signals_held(), self._factory.begin() as session:
             yield session
+
+
+def updated(session: Session, statement: Update) -> int:
+    """How many rows an UPDATE changed: a conditional update's answer to "was it me?"."""
+    return cast(CursorResult[Any], session.execute(statement)).rowcount

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Date,
     DateTime,
@@ -255,3 +256,48 @@ class BisectBuildRow(Base):
     ok: Mapped[bool] = mapped_column(Boolean)
     seconds: Mapped[float] = mapped_column(Float)
     log_tail: Mapped[str] = mapped_column(Text)
+
+
+class FleetMachineRow(Base):
+    """A test machine of the fleet (`perfline worker`): what it is, when it was last
+    heard from, and whether it may take jobs (`hold`)."""
+
+    __tablename__ = "fleet_machines"
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    machine_class: Mapped[str] = mapped_column(String(200), index=True)
+    cpu_model: Mapped[str] = mapped_column(Text)
+    cpus: Mapped[int] = mapped_column(Integer)
+    memory_bytes: Mapped[int] = mapped_column(BigInteger)
+    kernel: Mapped[str] = mapped_column(String(255))
+    hostname: Mapped[str] = mapped_column(String(255))
+    registered_at: Mapped[datetime]
+    last_seen: Mapped[datetime]
+    # procrastinate's id of the worker serving it now; None when no worker runs.
+    worker_id: Mapped[int | None] = mapped_column(BigInteger)
+    job_id: Mapped[int | None] = mapped_column(BigInteger)  # the job it runs now
+    # None: takes jobs; `drain`, `bad` or `retired`: takes none until `fleet enable`.
+    hold: Mapped[str | None] = mapped_column(String(16))
+    hold_reason: Mapped[str | None] = mapped_column(Text)
+    # The last health job: the pace loop's time (ns) and when; jobs run since.
+    pace_ns: Mapped[int | None] = mapped_column(BigInteger)
+    health_at: Mapped[datetime | None]
+    jobs_since_health: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class FleetAttemptRow(Base):
+    """One attempt at a queued fleet job on one machine, and its run. The job itself is
+    procrastinate's row (`procrastinate_jobs`, no foreign key: that schema is the
+    queue's); a job counts as done once, through the one attempt that ends `succeeded`."""
+
+    __tablename__ = "fleet_attempts"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(BigInteger, index=True)
+    machine: Mapped[str] = mapped_column(String(100), index=True)
+    worker_id: Mapped[int | None] = mapped_column(BigInteger)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    # running, succeeded, failed, interrupted (SIGTERM, back to the queue), stale (its
+    # machine stopped heartbeating and the job was queued again)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    error: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]

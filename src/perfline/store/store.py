@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -22,7 +22,8 @@ from perfline.records.status import RunStatus
 from perfline.store import migrate
 from perfline.store.bisections import BisectionQueries
 from perfline.store.dashboard import DashboardQueries
-from perfline.store.engine import Sessions, StoreUnavailable, aware, connect, resolve_url
+from perfline.store.engine import Sessions, StoreUnavailable, aware, connect, resolve_url, updated
+from perfline.store.fleet import FleetQueries
 from perfline.store.imports import ImportQueries
 from perfline.store.outbox import OutboxQueries
 from perfline.store.schema import (
@@ -128,24 +129,27 @@ class Regression:
     due: date | None = None
 
 
-class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, ImportQueries):
-    def __init__(self, engine: Engine) -> None:
+class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, ImportQueries, FleetQueries):
+    def __init__(self, engine: Engine, outage_wait_s: float = 0.0) -> None:
         self.engine = engine
-        self._session = Sessions(sessionmaker(engine, expire_on_commit=False))
+        self._session = Sessions(sessionmaker(engine, expire_on_commit=False), outage_wait_s)
         self._known_metrics: set[str] = set()
 
     @classmethod
-    def open(cls, url: str | None = None) -> Store:
+    def open(cls, url: str | None = None, outage_wait_s: float = 0.0) -> Store:
         """Connect and bring the schema up to date. A store that cannot be opened (no
-        server, not a database, no permission) is a StoreUnavailable naming it."""
+        server, not a database, no permission) is a StoreUnavailable naming it.
+
+        `outage_wait_s`: how long a server that stops answering is waited for before a
+        write fails (0: not at all); the run loop's writes are retried across it."""
         resolved = resolve_url(url)
         try:
-            engine = connect(resolved)
+            engine = connect(resolved, outage_wait_s)
             with engine.begin() as connection:
                 migrate.upgrade(connection)
         except (DBAPIError, OSError) as exc:
             raise StoreUnavailable(resolved, exc) from None
-        return cls(engine)
+        return cls(engine, outage_wait_s)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -159,7 +163,7 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
         kernel_commit: str | None = None,
         pid: int,
     ) -> int:
-        with self._session.begin() as session:
+        def write(session: Session, _retried: bool) -> int:
             config_hash = self._ensure_config(session, fingerprint)
             run = RunRow(
                 job=case.job,
@@ -189,26 +193,36 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
             session.flush()
             return run.id
 
+        return self._session.write(write)
+
     def set_fingerprint(self, run_id: int, fingerprint: Fingerprint) -> None:
         """Replace the run's description of the system under test, known only after
         set-up for a VM guest. The row's host, pid and boot id stay: they are about the
         perfline process, for telling a dead run from a live one."""
-        with self._session.begin() as session:
+        def write(session: Session, _retried: bool) -> None:
             run = self._run(session, run_id)
             run.config_hash = self._ensure_config(session, fingerprint)
             run.kernel_release = fingerprint.kernel_release
             run.fingerprint = fingerprint.to_json()
 
+        self._session.write(write)
+
     def set_settings(self, run_id: int, settings: dict[str, Any]) -> None:
-        with self._session.begin() as session:
+        def write(session: Session, _retried: bool) -> None:
             self._run(session, run_id).settings = settings
+
+        self._session.write(write)
 
     def add_samples(
         self, run_id: int, repetition: int, measurements: Iterable[Measurement], source: str
     ) -> None:
         """Commit one repetition's values at once, so a crash loses at most this one."""
         measurements = list(measurements)
-        with self._session.begin() as session:
+
+        def write(session: Session, retried: bool) -> None:
+            if retried:  # the lost commit may have landed: never store a repetition twice
+                session.execute(delete(SampleRow).where(
+                    SampleRow.run_id == run_id, SampleRow.repetition == repetition, SampleRow.source == source))
             self._ensure_metrics(session, (m.metric for m in measurements))
             taken = _now()
             session.add_all(
@@ -223,9 +237,16 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
                 for m in measurements
             )
 
+        self._session.write(write)
+
     def add_profile(self, run_id: int, repetition: int, entries: Iterable[ProfileEntry]) -> None:
         """One repetition's profile, committed at once like its samples."""
-        with self._session.begin() as session:
+        entries = list(entries)
+
+        def write(session: Session, retried: bool) -> None:
+            if retried:
+                session.execute(delete(ProfileEntryRow).where(
+                    ProfileEntryRow.run_id == run_id, ProfileEntryRow.repetition == repetition))
             session.add_all(
                 ProfileEntryRow(
                     run_id=run_id,
@@ -237,6 +258,8 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
                 )
                 for e in entries
             )
+
+        self._session.write(write)
 
     def profile(self, run_id: int) -> list[ProfileEntry]:
         """The run's profile, largest share first: each symbol's mean share over the
@@ -272,11 +295,20 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
 
     def finish_run(
         self, run_id: int, status: str, *, error: str | None = None, output_tail: str | None = None
-    ) -> None:
-        with self._session.begin() as session:
-            run = self._run(session, run_id)
-            run.status, run.error, run.output_tail = status, error, output_tail
-            run.finished_at = _now()
+    ) -> str:
+        """Finish a running run; returns the status it has now. A run that is no longer
+        running keeps its status: the fleet marks a dead machine's run interrupted, and
+        that machine finishing late must not make it complete (store.fleet.supersede)."""
+        def write(session: Session, _retried: bool) -> str:
+            changed = updated(
+                session,
+                update(RunRow)
+                .where(RunRow.id == run_id, RunRow.status == RunStatus.RUNNING)
+                .values(status=status, error=error, output_tail=output_tail, finished_at=_now())
+            )
+            return status if changed else self._run(session, run_id).status
+
+        return self._session.write(write)
 
     def reap_dead_runs(self, boot_id: str, hostname: str, alive: Callable[[int], bool]) -> int:
         """Mark runs of this host whose process is gone (SIGKILL, crash, reboot) interrupted.

@@ -27,3 +27,11 @@ def signals_held() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def leave_signals_to_main_thread() -> None:
+    """Called first in a helper thread: the process's SIGINT and SIGTERM then go to the
+    main thread only, and stay pending while it holds them. (A signal that another
+    thread received would run its Python handler in the main thread at once, in the
+    middle of a held commit.)"""
+    signal.pthread_sigmask(signal.SIG_BLOCK, HELD)

@@ -1,0 +1,48 @@
+"""Jobs of machines that died: taken back and queued again for another machine.
+
+A worker that is SIGKILLed or loses power stops heartbeating. After the stalled
+timeout, whoever looks first (any live worker between jobs, `fleet status`) takes its
+job back: in one store transaction the dead attempt becomes `stale` and its run
+`interrupted` (so a late finish cannot complete it), then the job goes back to its
+queue, where the next free machine of the class takes it. An attempt whose run had
+completed before its machine fell silent is the job's success, not a reason to run it
+again.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from perfline.fleet.queue import STALLED_LOCK, FleetQueue
+from perfline.store import Store
+
+STALLED_S = float(os.environ.get("PERFLINE_FLEET_STALLED_S", "120"))
+
+
+@dataclass(frozen=True)
+class TakenBack:
+    job_id: int
+    requeued: bool  # False: its run had completed, so the job is done
+    interrupted_runs: list[int]
+
+
+def take_back_stalled(store: Store, queue: FleetQueue, stalled_s: float = STALLED_S) -> list[TakenBack]:
+    """One look; skipped when another machine is looking (its look covers the same jobs,
+    and two looks at once could queue a job again after a new machine took it)."""
+    with queue.exclusively(STALLED_LOCK) as mine:
+        return _take_back(store, queue, stalled_s) if mine else []
+
+
+def _take_back(store: Store, queue: FleetQueue, stalled_s: float) -> list[TakenBack]:
+    taken: list[TakenBack] = []
+    for job in queue.stalled(stalled_s):
+        reason = f"its machine stopped answering (no heartbeat for {stalled_s:g} s); job {job.id} queued again"
+        found = store.supersede(job.id, reason)
+        if found.completed_run is not None:
+            queue.finish(job.id, "succeeded")
+        else:
+            queue.requeue(job.id)
+        taken.append(TakenBack(job.id, found.completed_run is None, found.interrupted_runs))
+    queue.prune_workers(stalled_s)
+    return taken

@@ -1,0 +1,229 @@
+"""`perfline worker`: one test machine taking jobs from the fleet's queue, one at a time.
+
+The main thread runs the jobs (a benchmark owns the machine, and SIGTERM arrives
+there); a heartbeat thread tells procrastinate and the store that the machine lives.
+Between jobs the worker looks at its machine's hold (`drain`: stop; `bad`: take
+nothing until `fleet enable`; `retired`: stop), runs the health job when it is due,
+and takes back the jobs of machines that fell silent (fleet.stalled).
+
+Every job is one case. Its run is tied to the attempt (store.fleet), and the attempt
+ends with a conditional update, so a job is done once even when a machine that was
+thought dead finishes late. The database going away (a restart) makes every call wait
+and retry, up to the outage wait; nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from perfline.fleet import health
+from perfline.fleet.queue import FleetQueue, QueuedJob, class_queue, machine_queue
+from perfline.fleet.stalled import STALLED_S, take_back_stalled
+from perfline.records.job import case_from_json
+from perfline.records.metric import Measurement
+from perfline.records.status import RunStatus
+from perfline.runner import RunContext, RunOutcome, execute
+from perfline.store import Store
+from perfline.store.fleet import MachineFacts
+from perfline.system.process import tail
+from perfline.system.signals import leave_signals_to_main_thread
+from perfline.targets import local
+
+log = logging.getLogger(__name__)
+
+
+class Cancelled(KeyboardInterrupt):
+    """`fleet cancel` of the running job: raised between repetitions, so the runner marks
+    the run interrupted as it does for Ctrl-C; the worker goes on with the next job."""
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    stalled_s: float = STALLED_S
+    poll_s: float = 1.0
+    health_every: int = 50
+    # How long the database may be away (a restart) before the worker gives up.
+    outage_wait_s: float = 600.0
+
+    @property
+    def heartbeat_s(self) -> float:
+        # Four heartbeats within the stalled timeout: one lost beat never looks like death.
+        return max(0.2, min(10.0, self.stalled_s / 4))
+
+
+@dataclass
+class _Beat:
+    """What the heartbeat thread learns, read by the main thread."""
+
+    hold: str | None = None
+    connected_since: float = field(default_factory=time.monotonic)
+    abort: bool = False
+
+
+class FleetWorker:
+    def __init__(self, store: Store, queue: FleetQueue, facts: MachineFacts, settings: WorkerSettings,
+                 say: Callable[[str], None]) -> None:
+        self.store, self.queue, self.facts, self.settings, self.say = store, queue, facts, settings, say
+        self.queues = [class_queue(facts.machine_class), machine_queue(facts.name)]
+        self.worker_id = 0
+        self.beat = _Beat()
+        self.job: QueuedJob | None = None
+        self._stop_beating = threading.Event()
+        self._last_sweep = 0.0
+
+    def serve(self) -> str:
+        """Take jobs until the machine is drained or retired (returns why), or until
+        SIGTERM/Ctrl-C (KeyboardInterrupt, after the running job went back to the queue)."""
+        self.worker_id = self.queue.register_worker()
+        machine = self.store.register_machine(self.facts, self.worker_id)
+        beating = threading.Thread(target=self._heartbeats, name="fleet-heartbeat", daemon=True)
+        try:
+            if machine.hold in ("drain", "retired"):
+                return f"machine {self.facts.name} is {_held(machine.hold)}; `perfline fleet enable {self.facts.name}`"
+            self.beat.hold = machine.hold
+            beating.start()
+            self.say(f"machine {self.facts.name} (class {self.facts.machine_class}) takes jobs from "
+                     f"{', '.join(self.queues)}")
+            if machine.hold is None:
+                self._health()
+            return self._loop()
+        finally:
+            self._stop_beating.set()
+            if beating.is_alive():
+                beating.join(timeout=5)
+            self.store.machine_left(self.facts.name, self.worker_id)
+            self.queue.unregister_worker(self.worker_id)
+
+    def _loop(self) -> str:
+        while True:
+            hold = self.store.fleet_machine(self.facts.name).hold
+            if hold in ("drain", "retired"):
+                return f"machine {self.facts.name} {_held(hold)}: stopped"
+            self._sweep()
+            if hold == "bad":
+                time.sleep(self.settings.poll_s)
+                continue
+            if self.store.fleet_machine(self.facts.name).jobs_since_health >= self.settings.health_every:
+                self._health()
+                continue
+            job = self.queue.fetch(self.queues, self.worker_id)
+            if job is None:
+                time.sleep(self.settings.poll_s)
+                continue
+            self._process(job)
+
+    def _process(self, job: QueuedJob) -> None:
+        self.job, self.beat.abort = job, False
+        self.store.machine_job(self.facts.name, job.id)
+        attempt = self.store.start_attempt(job.id, self.facts.name, self.worker_id)
+        self.say(f"job {job.id}: started (attempt {job.attempts + 1})")
+        try:
+            outcome = self._run(job, attempt)
+        except Cancelled:
+            if self.store.end_attempt(attempt, "cancelled", "cancelled by `perfline fleet cancel`"):
+                self.queue.finish(job.id, "aborted")
+            self.say(f"job {job.id}: cancelled")
+            return
+        except KeyboardInterrupt:
+            if self.store.end_attempt(attempt, "interrupted", "the worker was stopped (SIGTERM or Ctrl-C)"):
+                self.queue.requeue(job.id)
+                self.say(f"job {job.id}: interrupted, queued again")
+            raise
+        except Exception as exc:  # a job that cannot run fails alone, not the worker
+            log.debug("job %s", job.id, exc_info=True)
+            error = f"{type(exc).__name__}: {exc}\n{tail(traceback.format_exc())}"
+            if self.store.end_attempt(attempt, "failed", error):
+                self.queue.finish(job.id, "failed")
+            self.say(f"job {job.id}: failed: {exc}")
+            return
+        finally:
+            self.job = None
+            self.store.machine_job(self.facts.name, None)
+        state = "succeeded" if outcome.status == RunStatus.COMPLETED else "failed"
+        if self.store.end_attempt(attempt, state, outcome.error):
+            self.queue.finish(job.id, state)
+            self.say(f"job {job.id}: {state}, run {outcome.run_id}")
+        else:
+            self.say(f"job {job.id}: was taken back while this machine was silent; "
+                     f"run {outcome.run_id} stays {outcome.status}")
+
+    def _run(self, job: QueuedJob, attempt: int) -> RunOutcome:
+        args = job.args
+        ctx = RunContext(store=self.store, fingerprint=local.fingerprint,
+                         observer=_AttemptObserver(self, attempt),
+                         label=args.get("label"), kernel_commit=args.get("kernel_commit"))
+        return execute(case_from_json(args["case"]), ctx)
+
+    def _health(self) -> None:
+        ctx = RunContext(store=self.store, fingerprint=local.fingerprint, observer=_AttemptObserver(self, None),
+                         label=health.LABEL)
+        verdict = health.check(self.store, self.facts, ctx)
+        if verdict.problem is None:
+            self.say(f"health: pace {verdict.pace_ns / 1000 if verdict.pace_ns else 0:.0f} µs, run {verdict.run_id}")
+        else:
+            self.say(f"health: bad: {verdict.problem}; takes no jobs until `perfline fleet enable "
+                     f"{self.facts.name}`")
+
+    def _sweep(self) -> None:
+        """Take back dead machines' jobs, every heartbeat interval, but only once this
+        worker has been connected for two of them: after an outage, live machines need
+        a beat to say so before their silence is taken for death."""
+        now = time.monotonic()
+        interval = self.settings.heartbeat_s
+        if now - self._last_sweep < interval or now - self.beat.connected_since < 2 * interval:
+            return
+        self._last_sweep = now
+        for taken in take_back_stalled(self.store, self.queue, self.settings.stalled_s):
+            what = "queued again" if taken.requeued else "done: its run had completed"
+            self.say(f"job {taken.job_id}: its machine fell silent; {what}")
+
+    def _heartbeats(self) -> None:
+        leave_signals_to_main_thread()
+        lost = False
+        while not self._stop_beating.wait(self.settings.heartbeat_s):
+            try:
+                self.queue.heartbeat(self.worker_id)
+                machine = self.store.machine_seen(self.facts.name, self.worker_id)
+                job = self.job
+                self.beat.abort = job is not None and self.queue.abort_requested(job.id)
+            except Exception as exc:  # noqa: BLE001 - a beat lost to an outage is retried at the next
+                if not lost:
+                    self.say(f"heartbeat: the database does not answer ({str(exc).strip().splitlines()[0]}); "
+                             "retrying")
+                lost = True
+                continue
+            if lost:
+                self.say("heartbeat: the database answers again")
+                self.beat.connected_since, lost = time.monotonic(), False
+            self.beat.hold = machine.hold
+
+
+class _AttemptObserver:
+    """The runner's observer for a fleet job: ties the run to its attempt, says what
+    happens, and stops the run between repetitions when the job was cancelled."""
+
+    def __init__(self, worker: FleetWorker, attempt: int | None) -> None:
+        self.worker, self.attempt = worker, attempt
+
+    def run_started(self, run_id: int, case: object) -> None:
+        if self.attempt is not None:
+            self.worker.store.attach_run(self.attempt, run_id)
+
+    def warning(self, message: str) -> None:
+        self.worker.say(f"warning: {message}")
+
+    def step_done(self, run_id: int, repetition: int | None, values: list[Measurement]) -> None:
+        if self.attempt is not None and self.worker.beat.abort:
+            raise Cancelled
+
+    def run_finished(self, outcome: RunOutcome) -> None:
+        pass
+
+
+def _held(hold: str) -> str:
+    return {"drain": "drained", "retired": "retired", "bad": "marked bad"}.get(hold, hold)
