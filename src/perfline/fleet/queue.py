@@ -34,6 +34,8 @@ from perfline.records.errors import UserError
 from perfline.system.signals import leave_signals_to_main_thread
 
 log = logging.getLogger(__name__)
+# The pool logs every refused connection during an outage; `_call` says it once.
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 T = TypeVar("T")
 TASK = "perfline.fleet.run_case"
@@ -44,6 +46,11 @@ STALLED_LOCK = 0x70657267
 
 
 FINISHED = ("succeeded", "failed", "cancelled", "aborted")
+
+
+class WorkerForgotten(Exception):
+    """The worker's registration was removed: it fell silent for longer than the
+    stalled timeout (an outage), and another machine took its job back."""
 
 
 class FleetNeedsPostgres(UserError):
@@ -86,6 +93,10 @@ class FleetQueue:
     def __init__(self, url: str, outage_wait_s: float = 0.0) -> None:
         self.conninfo = conninfo(url)
         self.outage_wait_s = outage_wait_s
+        # Since when calls have gone through: after an outage, other machines' silence
+        # during it is not yet a sign of their death (fleet.worker waits before sweeping).
+        self.answering_since = time.monotonic()
+        self._lost = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._serve_loop, name="fleet-queue", daemon=True)
         self._thread.start()
@@ -151,13 +162,20 @@ class FleetQueue:
         while True:
             coroutine: Coroutine[Any, Any, Any] = make(*args, **kwargs)
             try:
-                return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+                result = asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
             except (ConnectorException, psycopg.OperationalError) as exc:
                 if not _connection_lost(exc) or time.monotonic() + pause > deadline:
                     raise
-                log.warning("fleet queue: the database does not answer (%s); retrying", _first_line(exc))
+                if not self._lost:
+                    log.warning("fleet queue: the database does not answer (%s); waiting", _first_line(exc))
+                self._lost = True
                 time.sleep(pause)
                 pause = min(pause * 2, 2.0)
+                continue
+            if self._lost:
+                self._lost, self.answering_since = False, time.monotonic()
+                log.warning("fleet queue: the database answers again")
+            return result
 
     # -- submitting and reading ---------------------------------------------------------
 
@@ -191,7 +209,14 @@ class FleetQueue:
         self._call(self.app.job_manager.unregister_worker, worker_id)
 
     def fetch(self, queues: list[str], worker_id: int) -> QueuedJob | None:
-        job = self._call(self.app.job_manager.fetch_job, queues, worker_id)
+        """The next job of these queues, by priority then age, now `doing` for this
+        worker; raises WorkerForgotten when the worker was taken for dead meanwhile."""
+        try:
+            job = self._call(self.app.job_manager.fetch_job, queues, worker_id)
+        except ConnectorException as exc:
+            if isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation):
+                raise WorkerForgotten(worker_id) from exc
+            raise
         return None if job is None else _queued(job)
 
     def finish(self, job_id: int, status: str) -> None:

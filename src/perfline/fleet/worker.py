@@ -19,10 +19,10 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from perfline.fleet import health
-from perfline.fleet.queue import FleetQueue, QueuedJob, class_queue, machine_queue
+from perfline.fleet.queue import FleetQueue, QueuedJob, WorkerForgotten, class_queue, machine_queue
 from perfline.fleet.stalled import STALLED_S, take_back_stalled
 from perfline.records.job import case_from_json
 from perfline.records.metric import Measurement
@@ -61,7 +61,6 @@ class _Beat:
     """What the heartbeat thread learns, read by the main thread."""
 
     hold: str | None = None
-    connected_since: float = field(default_factory=time.monotonic)
     abort: bool = False
 
 
@@ -111,7 +110,14 @@ class FleetWorker:
             if self.store.fleet_machine(self.facts.name).jobs_since_health >= self.settings.health_every:
                 self._health()
                 continue
-            job = self.queue.fetch(self.queues, self.worker_id)
+            try:
+                job = self.queue.fetch(self.queues, self.worker_id)
+            except WorkerForgotten:
+                self.worker_id = self.queue.register_worker()
+                self.store.register_machine(self.facts, self.worker_id)
+                self.say(f"registered again (worker {self.worker_id}): this machine was silent for longer "
+                         f"than {self.settings.stalled_s:g} s")
+                continue
             if job is None:
                 time.sleep(self.settings.poll_s)
                 continue
@@ -175,7 +181,7 @@ class FleetWorker:
         a beat to say so before their silence is taken for death."""
         now = time.monotonic()
         interval = self.settings.heartbeat_s
-        if now - self._last_sweep < interval or now - self.beat.connected_since < 2 * interval:
+        if now - self._last_sweep < interval or now - self.queue.answering_since < 2 * interval:
             return
         self._last_sweep = now
         for taken in take_back_stalled(self.store, self.queue, self.settings.stalled_s):
@@ -183,23 +189,18 @@ class FleetWorker:
             self.say(f"job {taken.job_id}: its machine fell silent; {what}")
 
     def _heartbeats(self) -> None:
+        """Every call waits through an outage (up to the outage wait); one that fails
+        even so is said and tried again at the next beat."""
         leave_signals_to_main_thread()
-        lost = False
         while not self._stop_beating.wait(self.settings.heartbeat_s):
             try:
                 self.queue.heartbeat(self.worker_id)
                 machine = self.store.machine_seen(self.facts.name, self.worker_id)
                 job = self.job
                 self.beat.abort = job is not None and self.queue.abort_requested(job.id)
-            except Exception as exc:  # noqa: BLE001 - a beat lost to an outage is retried at the next
-                if not lost:
-                    self.say(f"heartbeat: the database does not answer ({str(exc).strip().splitlines()[0]}); "
-                             "retrying")
-                lost = True
+            except Exception as exc:  # noqa: BLE001 - a lost beat must not end the worker
+                self.say(f"heartbeat failed: {str(exc).strip().splitlines()[0]}")
                 continue
-            if lost:
-                self.say("heartbeat: the database answers again")
-                self.beat.connected_since, lost = time.monotonic(), False
             self.beat.hold = machine.hold
 
 

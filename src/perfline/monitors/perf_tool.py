@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from perfline.monitors.base import MonitorUnavailable
-from perfline.system.process import CommandFailed, ToolMissing, require_tool, tail
+from perfline.system.process import CommandFailed, ToolMissing, die_with_perfline, require_tool, tail
 
 PARANOID = Path("/proc/sys/kernel/perf_event_paranoid")
 PROC_SELF_STATUS = Path("/proc/self/status")
@@ -78,8 +78,11 @@ class PerfSession:
             "-o", str(self.output), *options,
         ]  # fmt: skip
         with self.errors.open("w") as errors:
+            # `perf -a` left running by a SIGKILLed perfline would count the whole
+            # machine, and disturb every later run, until someone noticed it.
             self.proc = subprocess.Popen(
-                self.argv, pass_fds=(ctl_read, ack_write), stdout=errors, stderr=errors
+                self.argv, pass_fds=(ctl_read, ack_write), stdout=errors, stderr=errors,
+                preexec_fn=die_with_perfline(),
             )
         os.close(ctl_read)
         os.close(ack_write)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
-from sqlalchemy import Engine, delete, func, select, update
+from sqlalchemy import Engine, delete, func, select, text, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -35,6 +35,9 @@ from perfline.store.schema import (
     SampleRow,
 )
 from perfline.store.trackers import TrackerQueries
+
+# PostgreSQL advisory lock held while the schema is brought up to date.
+MIGRATION_LOCK = 0x7065726D
 
 
 class RunNotFound(UserError, LookupError):
@@ -146,6 +149,9 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
         try:
             engine = connect(resolved, outage_wait_s)
             with engine.begin() as connection:
+                if connection.dialect.name == "postgresql":
+                    # Machines of a fleet open a new store together: one migrates it.
+                    connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
                 migrate.upgrade(connection)
         except (DBAPIError, OSError) as exc:
             raise StoreUnavailable(resolved, exc) from None
