@@ -63,7 +63,7 @@ def main() -> int:
         workers = {f"w{i}": _start(f"w{i}", env, logs) for i in range(args.workers)}
         queue = FleetQueue(url, outage_wait_s=120)
         store = Store.open(url, outage_wait_s=120)
-        _wait_idle(store, len(workers))
+        _wait_idle(store, len(workers), logs)
 
         peak = _PeakConnections(server)
         peak.start()
@@ -108,11 +108,12 @@ def _start(name: str, env: dict[str, str], logs: Path) -> subprocess.Popen[bytes
          "1000000"], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def _wait_idle(store: Store, count: int) -> None:
-    deadline = time.monotonic() + 120
+def _wait_idle(store: Store, count: int, logs: Path) -> None:
+    deadline = time.monotonic() + 180
     while len([m for m in store.fleet_machines() if m.worker_id is not None]) < count:
         if time.monotonic() > deadline:
-            raise SystemExit("the workers did not all register within 120 s")
+            tails = "\n".join(f"{log.name}: {log.read_text()[-500:]}" for log in sorted(logs.iterdir()))
+            raise SystemExit(f"the workers did not all register within 180 s\n{tails}")
         time.sleep(0.5)
 
 
@@ -130,10 +131,10 @@ class _PeakConnections(threading.Thread):
 
     def __init__(self, server: PrivateServer) -> None:
         super().__init__(daemon=True)
-        self.server, self.most, self._stop = server, 0, threading.Event()
+        self.server, self.most, self._halt = server, 0, threading.Event()
 
     def run(self) -> None:
-        while not self._stop.wait(0.5):
+        while not self._halt.wait(0.5):
             try:
                 with psycopg.connect(self.server.url("postgres").replace("postgresql+psycopg", "postgresql")) as c:
                     row = c.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
@@ -143,7 +144,7 @@ class _PeakConnections(threading.Thread):
                 continue
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join()
 
 

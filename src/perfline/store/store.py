@@ -9,6 +9,8 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from sqlalchemy import Engine, delete, func, select, text, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -611,14 +613,8 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
         """Store the fingerprint's kernel config once per distinct content; its hash."""
         config_hash = fingerprint.config_hash
         if config_hash is not None and session.get(KernelConfig, config_hash) is None:
-            session.add(
-                KernelConfig(
-                    hash=config_hash,
-                    source=fingerprint.config_source or "",
-                    content=fingerprint.kernel_config or "",
-                )
-            )
-            session.flush()
+            _insert_once(session, KernelConfig, hash=config_hash, source=fingerprint.config_source or "",
+                         content=fingerprint.kernel_config or "")
         return config_hash
 
     def _ensure_metrics(self, session: Session, metrics: Iterable[Metric]) -> None:
@@ -626,17 +622,17 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
             if metric.name in self._known_metrics:
                 continue
             if session.get(MetricRow, metric.name) is None:
-                session.add(
-                    MetricRow(
-                        name=metric.name,
-                        unit=metric.unit,
-                        direction=metric.direction.value,
-                        description=metric.description,
-                    )
-                )
-                session.flush()
+                _insert_once(session, MetricRow, name=metric.name, unit=metric.unit,
+                             direction=metric.direction.value, description=metric.description)
             self._known_metrics.add(metric.name)
 
+
+def _insert_once(session: Session, table: type[KernelConfig | MetricRow], **values: Any) -> None:
+    """Insert a row keyed by content unless it is there: machines of a fleet running the
+    same kernel or benchmark for the first time insert the same key at the same moment."""
+    dialect = session.get_bind().dialect.name
+    insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+    session.execute(insert(table).values(**values).on_conflict_do_nothing())
 
 def _now() -> datetime:
     return datetime.now(UTC)
