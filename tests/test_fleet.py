@@ -286,7 +286,7 @@ def test_postgres_restarting_under_busy_workers_loses_and_duplicates_nothing(
 def test_a_machine_far_off_its_class_is_marked_bad_by_its_health_job(fleet: Fleet) -> None:
     store = Store.open(fleet.url)
     # A machine of the class that ran the pace loop ten times faster than this one can.
-    peer = MachineFacts("fast-peer", CLASS, "cpu", 2, 1 << 30, "6.1", "elsewhere")
+    peer = MachineFacts("fast-peer", CLASS, "cpu", 2, 1 << 30, "6.1", "elsewhere", "0" * 32)
     store.register_machine(peer, worker_id=0)
     store.record_health("fast-peer", 30_000, None)
     store.close()
@@ -337,3 +337,38 @@ def test_queue_survives_being_opened_by_many_at_once(db: str) -> None:
     for thread in threads:
         thread.join()
     assert errors == []
+
+
+ROOT = Path(__file__).resolve().parents[1]
+CULPRIT = 41  # examples/bisect/make-repo.sh: commit 41 does 8% more work
+
+
+def test_a_fleet_tracker_tests_confirms_and_bisects_on_the_class_machines(fleet: Fleet, tmp_path: Path) -> None:
+    """examples/track/demo.yaml with `fleet: {class: ...}`: the tested commits spread over
+    two machines of the class, one series of the class, the regression confirmed and
+    bisected to its commit on the fleet."""
+    subprocess.run([str(ROOT / "examples" / "bisect" / "make-repo.sh"), str(tmp_path / "src")], check=True)
+    text = (ROOT / "examples" / "track" / "demo.yaml").read_text()
+    (tmp_path / "tracker.yaml").write_text(f"{text}fleet:\n  class: {CLASS}\n")
+    fleet.env["PERFLINE_CACHE_DIR"] = str(tmp_path / "cache")
+    fleet.start("m1")
+    fleet.start("m2")
+    fleet.wait_until("both idle", _idle(fleet, "m1", "m2"))
+    tracked = subprocess.run([sys.executable, "-m", "perfline", "track", "run", str(tmp_path / "tracker.yaml"),
+                              "--once", "--pace-tolerance", "off"], env=fleet.env, capture_output=True, text=True,
+                             timeout=900, cwd=tmp_path, check=False)
+    assert tracked.returncode == 0, tracked.stderr
+    commits = subprocess.run(["git", "-C", str(tmp_path / "src"), "rev-list", "--reverse", "main"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    listed = json.loads(fleet.cli("regressions", "--json").stdout)
+    [regression] = [r for r in listed if r["kind"] == "regression"]
+    assert (regression["good"], regression["bad"]) == (commits[39], commits[47])
+    assert regression["status"] == "bisected", tracked.stderr
+    assert regression["culprit"] == commits[CULPRIT]
+    store = Store.open(fleet.url)
+    tests = [r for r in store.get_runs(store.find_runs(label="demo"))
+             if not r.settings.get("interleaved") and r.info.status == RunStatus.COMPLETED]
+    assert sorted(r.info.kernel_commit or "" for r in tests) == sorted(commits[23::8])
+    machines = {a.machine for a in store.attempts() if a.state == "succeeded"}
+    assert machines == {"m1", "m2"}
+    store.close()

@@ -91,12 +91,11 @@ def run(
     tolerance = _pace_tolerance(pace_tolerance)
     check(spec, notify)
     store = open_store()
-    machine_id = local.machine_id()
     with _progress() as observer, terminate_as_interrupt():
         ctx = RunContext(store=store, fingerprint=local.fingerprint, observer=observer)
         try:
             while True:
-                done = run_pass(store, spec, ctx, machine_id, observer.bisect, notify, tolerance)
+                done = run_pass(store, spec, ctx, observer.bisect, notify, tolerance)
                 notify(f"{spec.name}: tested {sum(t.complete for t in done.tested)} commit(s), "
                         f"{done.pending} pending, {sum(f.new for f in done.found)} new change(s), head "
                         f"{done.head[:12]}")

@@ -26,4 +26,5 @@ def describe(name: str, machine_class: str | None = None) -> MachineFacts:
         memory_bytes=fingerprint.memory_bytes,
         kernel=fingerprint.kernel_release or platform.release(),
         hostname=fingerprint.hostname,
+        machine_id=fingerprint.machine_id,
     )

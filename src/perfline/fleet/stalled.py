@@ -38,11 +38,8 @@ def _take_back(store: Store, queue: FleetQueue, stalled_s: float) -> list[TakenB
     taken: list[TakenBack] = []
     for job in queue.stalled(stalled_s):
         reason = f"its machine stopped answering (no heartbeat for {stalled_s:g} s); job {job.id} queued again"
-        found = store.supersede(job.id, reason)
-        if found.completed_run is not None:
-            queue.finish(job.id, "succeeded")
-        else:
-            queue.requeue(job.id)
-        taken.append(TakenBack(job.id, found.completed_run is None, found.interrupted_runs))
+        found = store.take_back(job.id, reason, stalled_s)
+        if found is not None:
+            taken.append(TakenBack(job.id, found.completed_run is None, found.interrupted_runs))
     queue.prune_workers(stalled_s)
     return taken

@@ -22,12 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from perfline.fleet import health
+from perfline.fleet.kinds import JobResult, run_job
 from perfline.fleet.queue import FleetQueue, QueuedJob, WorkerForgotten, class_queue, machine_queue
 from perfline.fleet.stalled import STALLED_S, take_back_stalled
-from perfline.records.job import case_from_json
 from perfline.records.metric import Measurement
 from perfline.records.status import RunStatus
-from perfline.runner import RunContext, RunOutcome, execute
+from perfline.runner import RunContext, RunOutcome
 from perfline.store import Store
 from perfline.store.fleet import MachineFacts
 from perfline.system.process import tail
@@ -124,9 +124,12 @@ class FleetWorker:
             self._process(job)
 
     def _process(self, job: QueuedJob) -> None:
+        attempt = self.store.start_attempt(job.id, self.facts.name, self.worker_id)
+        if attempt is None:
+            self.say(f"job {job.id}: taken back before it began (this machine was silent); left to the others")
+            return
         self.job, self.beat.abort = job, False
         self.store.machine_job(self.facts.name, job.id)
-        attempt = self.store.start_attempt(job.id, self.facts.name, self.worker_id)
         self.say(f"job {job.id}: started (attempt {job.attempts + 1})")
         try:
             outcome = self._run(job, attempt)
@@ -153,17 +156,16 @@ class FleetWorker:
         state = "succeeded" if outcome.status == RunStatus.COMPLETED else "failed"
         if self.store.end_attempt(attempt, state, outcome.error):
             self.queue.finish(job.id, state)
-            self.say(f"job {job.id}: {state}, run {outcome.run_id}")
+            self.say(f"job {job.id}: {state}" + (f", run {outcome.run_id}" if outcome.run_id else "")
+                     + (f": {outcome.error}" if outcome.error and state == "failed" else ""))
         else:
             self.say(f"job {job.id}: was taken back while this machine was silent; "
                      f"run {outcome.run_id} stays {outcome.status}")
 
-    def _run(self, job: QueuedJob, attempt: int) -> RunOutcome:
-        args = job.args
-        ctx = RunContext(store=self.store, fingerprint=local.fingerprint,
-                         observer=_AttemptObserver(self, attempt),
-                         label=args.get("label"), kernel_commit=args.get("kernel_commit"))
-        return execute(case_from_json(args["case"]), ctx)
+    def _run(self, job: QueuedJob, attempt: int) -> JobResult:
+        ctx = RunContext(store=self.store, fingerprint=local.fingerprint, observer=_AttemptObserver(self, attempt),
+                         fleet_attempt=attempt)
+        return run_job(self.store, ctx, job.args, self.say)
 
     def _health(self) -> None:
         ctx = RunContext(store=self.store, fingerprint=local.fingerprint, observer=_AttemptObserver(self, None),
@@ -205,15 +207,14 @@ class FleetWorker:
 
 
 class _AttemptObserver:
-    """The runner's observer for a fleet job: ties the run to its attempt, says what
-    happens, and stops the run between repetitions when the job was cancelled."""
+    """The runner's observer for a fleet job: says what happens, and stops the run
+    between repetitions when the job was cancelled."""
 
     def __init__(self, worker: FleetWorker, attempt: int | None) -> None:
         self.worker, self.attempt = worker, attempt
 
     def run_started(self, run_id: int, case: object) -> None:
-        if self.attempt is not None:
-            self.worker.store.attach_run(self.attempt, run_id)
+        pass
 
     def warning(self, message: str) -> None:
         self.worker.say(f"warning: {message}")

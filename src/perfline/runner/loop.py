@@ -74,6 +74,8 @@ class RunContext:
     # The built tree of the commit under test, where command benchmarks run (bisection,
     # tracking); None: the run's own temporary directory.
     tree: Path | None = None
+    # The fleet job attempt the runs belong to (store.fleet), linked as each run starts.
+    fleet_attempt: int | None = None
 
 
 class CaseRun:
@@ -137,6 +139,7 @@ class CaseRun:
             label=self.ctx.label,
             kernel_commit=self.ctx.kernel_commit,
             pid=os.getpid(),
+            fleet_attempt=self.ctx.fleet_attempt,
         )
         self.ctx.observer.run_started(self.run_id, self.case)
         if found := self.ctx.host_check.before_run(self.ctx.kernel):

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
 from perfline.records.errors import UserError
@@ -15,6 +15,8 @@ from perfline.records.status import RunStatus
 from perfline.store.engine import Sessions, aware, updated
 from perfline.store.schema import FleetAttemptRow, FleetMachineRow, RunRow
 
+# Why a run of a fleet job never ran: its attempt had been taken back when it started.
+TAKEN_BACK = "its fleet job was taken back (the machine was silent for too long) before this run began"
 # Why a machine takes no jobs; None: it takes them.
 HOLDS = ("drain", "bad", "retired")
 
@@ -36,6 +38,7 @@ class MachineFacts:
     memory_bytes: int
     kernel: str
     hostname: str
+    machine_id: str
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ class FleetQueries:
                 session.add(row)
             row.machine_class, row.cpu_model, row.cpus = facts.machine_class, facts.cpu_model, facts.cpus
             row.memory_bytes, row.kernel, row.hostname = facts.memory_bytes, facts.kernel, facts.hostname
+            row.machine_id = facts.machine_id
             row.last_seen, row.worker_id, row.job_id = now, worker_id, None
             session.flush()
             return _machine(row)
@@ -151,6 +155,12 @@ class FleetQueries:
                 )
             ) if pace is not None]
 
+    def class_machine_ids(self, machine_class: str) -> set[str]:
+        """The machine ids of the class's machines, retired ones too: their runs stay."""
+        with self._session() as session:
+            return set(session.scalars(
+                select(FleetMachineRow.machine_id).where(FleetMachineRow.machine_class == machine_class)))
+
     def fleet_machines(self, include_retired: bool = False) -> list[Machine]:
         with self._session() as session:
             query = select(FleetMachineRow).order_by(FleetMachineRow.machine_class, FleetMachineRow.name)
@@ -170,8 +180,15 @@ class FleetQueries:
 
     # -- attempts -------------------------------------------------------------------
 
-    def start_attempt(self, job_id: int, machine: str, worker_id: int) -> int:
-        def write(session: Session, _retried: bool) -> int:
+    def start_attempt(self, job_id: int, machine: str, worker_id: int) -> int | None:
+        """The attempt of this worker at a job it fetched; None when the job is no longer
+        its own (taken back during an outage before the attempt could be stored). The job's
+        queue row is locked meanwhile, as `take_back` locks it: one of the two goes first."""
+        def write(session: Session, _retried: bool) -> int | None:
+            owner = session.execute(text(
+                "SELECT status, worker_id FROM procrastinate_jobs WHERE id = :job FOR UPDATE"), {"job": job_id}).first()
+            if owner is None or owner.status != "doing" or owner.worker_id != worker_id:
+                return None
             row = FleetAttemptRow(job_id=job_id, machine=machine, worker_id=worker_id,
                                   state="running", started_at=_now())
             session.add(row)
@@ -180,9 +197,13 @@ class FleetQueries:
 
         return self._session.write(write)
 
-    def attach_run(self, attempt_id: int, run_id: int) -> None:
-        self._session.write(lambda session, _retried: session.execute(
-            update(FleetAttemptRow).where(FleetAttemptRow.id == attempt_id).values(run_id=run_id)))
+    def attach_run(self, session: Session, attempt_id: int, run_id: int) -> bool:
+        """In the run's own transaction (Store.start_run): the attempt's run is this one,
+        unless the attempt is no longer running (False)."""
+        return bool(updated(
+            session,
+            update(FleetAttemptRow).where(FleetAttemptRow.id == attempt_id, FleetAttemptRow.state == "running")
+            .values(run_id=run_id)))
 
     def end_attempt(self, attempt_id: int, state: str, error: str | None = None) -> bool:
         """End a running attempt; False when it was no longer running (taken back as
@@ -200,39 +221,61 @@ class FleetQueries:
 
         return self._session.write(write)
 
-    def supersede(self, job_id: int, reason: str) -> Superseded:
-        """Take a stalled job's running attempts back, in one transaction: each attempt
-        whose run is still running becomes `stale` and its run `interrupted` (so a late
-        finish cannot complete it: `finish_run` only finishes running runs); an attempt
-        whose run completed already is the job's success after all."""
-        interrupted: list[int] = []
-        completed: int | None = None
+    def take_back(self, job_id: int, reason: str, stalled_s: float) -> Superseded | None:
+        """Take a stalled job back from its silent machine, in one transaction with its
+        queue row locked: each running attempt whose run is still running becomes `stale`
+        and its run `interrupted` (so a late finish cannot complete it: `finish_run` only
+        finishes running runs), and the job goes back to its queue; an attempt whose run
+        had completed is the job's success after all, and the job is finished. None when
+        the job is no longer a stalled one (its machine spoke again, or it ended)."""
         with self._session.begin() as session:
-            attempts = session.scalars(
-                select(FleetAttemptRow)
-                .where(FleetAttemptRow.job_id == job_id, FleetAttemptRow.state == "running")
-                .with_for_update()
-            ).all()
-            for attempt in attempts:
-                run_status = None
-                if attempt.run_id is not None:
-                    run_status = session.scalar(
-                        select(RunRow.status).where(RunRow.id == attempt.run_id).with_for_update()
-                    )
-                if run_status == RunStatus.COMPLETED:
-                    attempt.state, attempt.finished_at = "succeeded", _now()
-                    completed = attempt.run_id
-                    continue
-                attempt.state, attempt.error, attempt.finished_at = "stale", reason, _now()
-                if attempt.run_id is not None and run_status == RunStatus.RUNNING:
-                    session.execute(
-                        update(RunRow).where(RunRow.id == attempt.run_id, RunRow.status == RunStatus.RUNNING)
-                        .values(status=RunStatus.INTERRUPTED, error=reason, finished_at=_now())
-                    )
-                    interrupted.append(attempt.run_id)
-            session.execute(
-                update(FleetMachineRow).where(FleetMachineRow.job_id == job_id).values(job_id=None)
-            )
+            locked = session.execute(text(
+                "SELECT id FROM procrastinate_jobs WHERE id = :job AND status = 'doing' AND (worker_id IS NULL "
+                "OR worker_id IN (SELECT id FROM procrastinate_workers "
+                "WHERE last_heartbeat < now() - make_interval(secs => :stalled))) FOR UPDATE"),
+                {"job": job_id, "stalled": stalled_s}).first()
+            if locked is None:
+                return None
+            found = self._supersede(session, job_id, reason)
+            # procrastinate's own functions (schema 3.x), in this transaction.
+            if found.completed_run is not None:
+                session.execute(text("SELECT procrastinate_finish_job_v1(:job, 'succeeded', false)"), {"job": job_id})
+            else:
+                session.execute(text("SELECT procrastinate_retry_job_v2(:job, now(), NULL, NULL, NULL)"),
+                                {"job": job_id})
+            return found
+
+    def _supersede(self, session: Session, job_id: int, reason: str) -> Superseded:
+        interrupted: list[int] = []
+        # An attempt that ended `succeeded` before its machine could tell the queue.
+        completed: int | None = session.scalar(
+            select(FleetAttemptRow.run_id).where(FleetAttemptRow.job_id == job_id,
+                                                 FleetAttemptRow.state == "succeeded").limit(1))
+        attempts = session.scalars(
+            select(FleetAttemptRow)
+            .where(FleetAttemptRow.job_id == job_id, FleetAttemptRow.state == "running")
+            .with_for_update()
+        ).all()
+        for attempt in attempts:
+            run_status = None
+            if attempt.run_id is not None:
+                run_status = session.scalar(
+                    select(RunRow.status).where(RunRow.id == attempt.run_id).with_for_update()
+                )
+            if run_status == RunStatus.COMPLETED:
+                attempt.state, attempt.finished_at = "succeeded", _now()
+                completed = attempt.run_id
+                continue
+            attempt.state, attempt.error, attempt.finished_at = "stale", reason, _now()
+            if attempt.run_id is not None and run_status == RunStatus.RUNNING:
+                session.execute(
+                    update(RunRow).where(RunRow.id == attempt.run_id, RunRow.status == RunStatus.RUNNING)
+                    .values(status=RunStatus.INTERRUPTED, error=reason, finished_at=_now())
+                )
+                interrupted.append(attempt.run_id)
+        session.execute(
+            update(FleetMachineRow).where(FleetMachineRow.job_id == job_id).values(job_id=None)
+        )
         return Superseded(interrupted, completed)
 
     def attempts(self, job_ids: Iterable[int] | None = None) -> list[Attempt]:
@@ -253,6 +296,6 @@ def _now() -> datetime:
 
 def _machine(row: FleetMachineRow) -> Machine:
     facts = MachineFacts(row.name, row.machine_class, row.cpu_model, row.cpus, row.memory_bytes, row.kernel,
-                         row.hostname)
+                         row.hostname, row.machine_id)
     return Machine(facts, aware(row.last_seen), row.worker_id, row.job_id, row.hold, row.hold_reason,
                    row.pace_ns, aware(row.health_at) if row.health_at else None, row.jobs_since_health)

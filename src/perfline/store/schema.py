@@ -270,6 +270,8 @@ class FleetMachineRow(Base):
     memory_bytes: Mapped[int] = mapped_column(BigInteger)
     kernel: Mapped[str] = mapped_column(String(255))
     hostname: Mapped[str] = mapped_column(String(255))
+    # /etc/machine-id, as its runs' fingerprints have it: a class's runs by machine.
+    machine_id: Mapped[str] = mapped_column(String(64))
     registered_at: Mapped[datetime]
     last_seen: Mapped[datetime]
     # procrastinate's id of the worker serving it now; None when no worker runs.

@@ -25,7 +25,7 @@ from perfline.store import migrate
 from perfline.store.bisections import BisectionQueries
 from perfline.store.dashboard import DashboardQueries
 from perfline.store.engine import Sessions, StoreUnavailable, aware, connect, resolve_url, updated
-from perfline.store.fleet import FleetQueries
+from perfline.store.fleet import TAKEN_BACK, FleetQueries
 from perfline.store.imports import ImportQueries
 from perfline.store.outbox import OutboxQueries
 from perfline.store.schema import (
@@ -170,7 +170,11 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
         label: str | None = None,
         kernel_commit: str | None = None,
         pid: int,
+        fleet_attempt: int | None = None,
     ) -> int:
+        """A new run, `running`. With `fleet_attempt`, the run becomes the attempt's in the
+        same transaction; if the attempt was taken back already (its machine was thought
+        dead), the run starts `interrupted`, so that it can never complete."""
         def write(session: Session, _retried: bool) -> int:
             config_hash = self._ensure_config(session, fingerprint)
             run = RunRow(
@@ -199,6 +203,8 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
             )
             session.add(run)
             session.flush()
+            if fleet_attempt is not None and not self.attach_run(session, fleet_attempt, run.id):
+                run.status, run.error = RunStatus.INTERRUPTED, TAKEN_BACK
             return run.id
 
         return self._session.write(write)
@@ -306,7 +312,7 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
     ) -> str:
         """Finish a running run; returns the status it has now. A run that is no longer
         running keeps its status: the fleet marks a dead machine's run interrupted, and
-        that machine finishing late must not make it complete (store.fleet.supersede)."""
+        that machine finishing late must not make it complete (store.fleet.take_back)."""
         def write(session: Session, _retried: bool) -> str:
             changed = updated(
                 session,
@@ -374,11 +380,11 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
         with self._session() as session:
             return list(session.scalars(query))
 
-    def completed_cases(self, label: str, machine_id: str) -> dict[str, set[tuple[str, str]]]:
+    def completed_cases(self, label: str, machine_ids: Collection[str]) -> dict[str, set[tuple[str, str]]]:
         """Per kernel commit: the (benchmark, case key) of every completed run with this
-        label on this machine, interleaved re-runs left out (a tracker's tested commits)."""
+        label on these machines, interleaved re-runs left out (a tracker's tested commits)."""
         query = (select(RunRow.kernel_commit, RunRow.benchmark, RunRow.case_key, RunRow.settings)
-                 .where(RunRow.label == label, RunRow.machine_id == machine_id,
+                 .where(RunRow.label == label, RunRow.machine_id.in_(list(machine_ids)),
                         RunRow.status == RunStatus.COMPLETED, RunRow.kernel_commit.is_not(None), _HAS_SAMPLES))
         done: dict[str, set[tuple[str, str]]] = defaultdict(set)
         with self._session() as session:

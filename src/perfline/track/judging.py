@@ -18,6 +18,7 @@ from perfline.records.metric import Direction
 from perfline.records.status import RegressionStatus
 from perfline.store import Regression, Store
 from perfline.store.trackers import DailyNumber
+from perfline.track.machines import Measuring
 from perfline.track.tracker_file import TrackerSpec
 
 Notify = Callable[[str], None]
@@ -32,9 +33,9 @@ class Found:
     new: bool
 
 
-def tracker_series(store: Store, spec: TrackerSpec, repo: Path, machine_id: str) -> list[Series]:
-    """The tracker's series: its own runs on this machine, in the branch's order."""
-    values = [v for v in store.metric_values(machine_id=machine_id) if v.run.label == spec.name]
+def tracker_series(store: Store, spec: TrackerSpec, repo: Path, where: Measuring) -> list[Series]:
+    """The tracker's series: its own runs where it measures, in the branch's order."""
+    values = where.series_values([v for v in store.metric_values() if v.run.label == spec.name])
     return build_series(values, repo) if values else []
 
 

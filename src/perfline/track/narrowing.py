@@ -17,6 +17,7 @@ from perfline.bisect import session
 from perfline.bisect.driver import Progress
 from perfline.bisect.session import BisectionFailed, StartRequest
 from perfline.bisect.worktree import Builder, cache_dir
+from perfline.fleet.queue import FleetQueue
 from perfline.git import commit_info
 from perfline.jobs import expand
 from perfline.monitors import MONITORS, MonitorUnavailable
@@ -26,6 +27,7 @@ from perfline.runner import RunContext, execute_interleaved
 from perfline.stats.sequential import SequentialPlan
 from perfline.store import Regression, Store
 from perfline.store.bisections import BisectionRecord
+from perfline.track import on_fleet
 from perfline.track.budget import Budget
 from perfline.track.testing import at_commit, cases
 from perfline.track.tracker_file import TrackedJob, TrackerSpec
@@ -44,14 +46,17 @@ PROFILE = "perf-profile"
 
 def narrow(store: Store, spec: TrackerSpec, regression: Regression, repo: Path, builder: Builder,
            ctx: RunContext, budget: Budget, progress: Progress, notify: Notify,
-           pace_tolerance: float | None) -> Regression:
+           pace_tolerance: float | None, queue: FleetQueue | None = None) -> Regression:
     """Take the record one step further as far as the budget allows: new -> confirmed
-    (or false-alarm) -> bisected with its culprit."""
+    (or false-alarm) -> bisected with its culprit. With `queue` (a fleet tracker), the
+    confirmation and the bisection run on a machine of its class; the profiled A/B of
+    the culprit is not taken there (perf's profile is this machine's to take)."""
     if regression.status == RegressionStatus.NEW:
-        regression = _confirm(store, spec, regression, builder, ctx, budget, notify)
+        regression = _confirm(store, spec, regression, builder, ctx, budget, notify, queue)
     if regression.status == RegressionStatus.CONFIRMED:
-        regression = _bisect(store, spec, regression, repo, budget, progress, notify, pace_tolerance)
-    if regression.status == RegressionStatus.BISECTED and not store.find_runs(label=why_label(regression.id)):
+        regression = _bisect(store, spec, regression, repo, budget, progress, notify, pace_tolerance, queue)
+    if (regression.status == RegressionStatus.BISECTED and queue is None
+            and not store.find_runs(label=why_label(regression.id))):
         _explain(store, spec, regression, repo, builder, ctx, budget, notify)
     return regression
 
@@ -90,11 +95,14 @@ def _case(spec: TrackerSpec, regression: Regression) -> Case:
 
 
 def _confirm(store: Store, spec: TrackerSpec, regression: Regression, builder: Builder, ctx: RunContext,
-             budget: Budget, notify: Notify) -> Regression:
+             budget: Budget, notify: Notify, queue: FleetQueue | None) -> Regression:
     if budget.left() < 2:
         return regression
     assert regression.good is not None and regression.bad is not None
     case = replace(_case(spec, regression), monitors=(), warmup=1)
+    pairs = min(CONFIRM_MAX_PAIRS, max(budget.left() // 2, 6))
+    if queue is not None:
+        return on_fleet.confirm(spec, regression, case, pairs, store, queue, notify)
     sides = []
     for sha in (regression.good, regression.bad):
         built = builder.build(sha)
@@ -104,7 +112,6 @@ def _confirm(store: Store, spec: TrackerSpec, regression: Regression, builder: B
         here, on_commit = at_commit(spec, builder, ctx, sha, spec.name)
         sides.append((on_commit(case), here))
     (before, ctx_before), (after, ctx_after) = sides
-    pairs = min(CONFIRM_MAX_PAIRS, max(budget.left() // 2, 6))
     plan = SequentialPlan.up_to(pairs, 0.01)
     notify(f"regression {regression.id}: confirming {regression.good[:12]} against {regression.bad[:12]} "
            f"interleaved, up to {pairs} pairs")
@@ -119,19 +126,23 @@ def _confirm(store: Store, spec: TrackerSpec, regression: Regression, builder: B
 
 
 def _bisect(store: Store, spec: TrackerSpec, regression: Regression, repo: Path, budget: Budget,
-            progress: Progress, notify: Notify, pace_tolerance: float | None) -> Regression:
+            progress: Progress, notify: Notify, pace_tolerance: float | None,
+            queue: FleetQueue | None) -> Regression:
     record = _bisection_of(store, spec, regression, repo, budget, notify)
     if record is None:
         return regression
     if record.status == BisectionStatus.RUNNING:
         if budget.left() == 0:
             return regression
-        try:
-            session.run(store, record, progress, notify, pace_tolerance, allowed=lambda: budget.left() > 0)
-        except BisectionFailed as exc:
-            notify(f"regression {regression.id}: {exc}")
-            return regression
-        record = store.bisection(record.id)
+        if queue is not None:
+            record = on_fleet.bisect(spec, record, budget.left(), pace_tolerance, store, queue, notify)
+        else:
+            try:
+                session.run(store, record, progress, notify, pace_tolerance, allowed=lambda: budget.left() > 0)
+            except BisectionFailed as exc:
+                notify(f"regression {regression.id}: {exc}")
+                return regression
+            record = store.bisection(record.id)
     result = record.result or {}
     culprit = result.get("culprit")
     if record.status in (BisectionStatus.FOUND, BisectionStatus.UNCONFIRMED, BisectionStatus.BUDGET) and culprit:

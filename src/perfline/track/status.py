@@ -8,9 +8,9 @@ from pathlib import Path
 
 from perfline.report.tracking import TrackerState
 from perfline.store import Store
-from perfline.targets import local
 from perfline.track.budget import Budget
 from perfline.track.judging import open_regressions
+from perfline.track.machines import measuring
 from perfline.track.repository import local_repo_here
 from perfline.track.testing import builder_for, cases, pending
 from perfline.track.tracker_file import load_tracker
@@ -21,7 +21,6 @@ Notify = Callable[[str], None]
 def tracker_states(store: Store, names: list[str], notify: Notify) -> list[TrackerState]:
     """Per tracker: tested and pending commits (from its file and the store), open
     regressions, the budget left today and its daily numbers."""
-    machine_id = local.machine_id()
     now = datetime.now(UTC)
     states = []
     for name in names:
@@ -29,9 +28,10 @@ def tracker_states(store: Store, names: list[str], notify: Notify) -> list[Track
         spec = load_tracker(Path(tracker.file))
         repo, ref, history = local_repo_here(store, spec)
         wanted = {(c.benchmark, c.key) for c in cases(spec)}
-        done = store.completed_cases(name, machine_id)
+        where = measuring(store, spec)
+        done = store.completed_cases(name, where.machine_ids)
         tested = [c.sha for c in history if wanted <= done.get(c.sha, set())]
-        todo = pending(spec, repo, history, ref, store, machine_id, builder_for(spec, repo, notify), now)
+        todo = pending(spec, repo, history, ref, store, where, builder_for(spec, repo, notify), now)
         states.append(TrackerState(tracker, tested[-1] if tested else None, len(tested), len(todo),
                                    len(open_regressions(store, name)),
                                    Budget.today(store, name, spec.runs_per_day, now).left(),

@@ -25,6 +25,7 @@ from perfline.runner import RunContext, execute
 from perfline.store import Store
 from perfline.system.disturbances import wait_for_quiet
 from perfline.track.budget import Budget
+from perfline.track.machines import Measuring
 from perfline.track.selection import selected
 from perfline.track.tracker_file import TrackerSpec
 
@@ -48,11 +49,11 @@ def builder_for(spec: TrackerSpec, repo: Path, notify: Notify) -> Builder:
 
 
 def pending(spec: TrackerSpec, repo: Path, history: list[git.Commit], branch: str, store: Store,
-            machine_id: str, builder: Builder, now: datetime) -> list[git.Commit]:
+            where: Measuring, builder: Builder, now: datetime) -> list[git.Commit]:
     """Selected commits not yet tested, oldest first; a commit whose build failed before
     is left out (it would fail again; a new build command builds it anew)."""
     wanted = {(case.benchmark, case.key) for case in cases(spec)}
-    done = store.completed_cases(spec.name, machine_id)
+    done = store.completed_cases(spec.name, where.machine_ids)
     tagged = {sha for _, sha in git.tags(repo, spec.select.tags, branch)} if spec.select.tags else set()
     _, newest = store.runs_started([spec.name], datetime.min.replace(tzinfo=now.tzinfo))
     chosen = selected(spec.select, history, tagged, newest, now)
@@ -86,13 +87,13 @@ class Tested:
 
 
 def test_commit(spec: TrackerSpec, commit: git.Commit, store: Store, builder: Builder, ctx: RunContext,
-                machine_id: str, budget: Budget, notify: Notify) -> Tested:
+                where: Measuring, budget: Budget, notify: Notify) -> Tested:
     """Build the commit and run every case it has no completed run of, within the budget."""
     built = builder.build(commit.sha)
     if not built.ok:
         notify(f"{commit.sha[:12]} ({commit.subject}) does not build; left out:\n{built.log_tail}")
         return Tested(commit, 0, False, "does not build")
-    done = store.completed_cases(spec.name, machine_id).get(commit.sha, set())
+    done = store.completed_cases(spec.name, where.machine_ids).get(commit.sha, set())
     here, on_commit = at_commit(spec, builder, ctx, commit.sha, spec.name)
     runs = 0
     for case in cases(spec):

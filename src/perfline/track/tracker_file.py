@@ -18,7 +18,7 @@ from perfline.jobs import JobError, JobSpec, load_job
 from perfline.jobs.parse import job_from_node
 
 KEYS = ("name", "repo", "branch", "select", "since", "build", "jobs", "narrow", "budget", "reference", "floor",
-        "report")
+        "report", "fleet")
 REPORT_KEYS = ("mail_to", "smtp", "from", "url")
 SELECT_KEYS = ("every", "tags", "daily")
 DEFAULT_RUNS_PER_DAY = 400
@@ -75,6 +75,9 @@ class TrackerSpec:
     reference: str | None
     floor_pct: float
     report: MailSettings | None = None
+    # `fleet: {class: CLASS}`: tests, confirmations and bisections run on the fleet's
+    # machines of this class (docs/fleet.md); None: on this machine.
+    fleet_class: str | None = None
     # The line of each top-level key, for errors found later (a `since` git does not know).
     lines: dict[str, int] = field(default_factory=dict)
 
@@ -185,6 +188,7 @@ class _Reader:
             reference=self.string(top["reference"], "reference") if "reference" in top else None,
             floor_pct=floor,
             report=self.report(top["report"]) if "report" in top else None,
+            fleet_class=self.fleet(top["fleet"], config) if "fleet" in top else None,
             lines={key: node.start_mark.line + 1 for key, node in top.items()},
         )
 
@@ -203,6 +207,15 @@ class _Reader:
                 raise self.error(options["config"], f"build.kernel.config: no such file {config}")
             return None, config
         return self.string(node, "build"), None
+
+    def fleet(self, node: Node, kernel_config: Path | None) -> str:
+        found = self.mapping(node, "fleet", ("class",))
+        if "class" not in found:
+            raise self.error(node, "fleet needs class: the machines' class (`perfline fleet status` lists them)")
+        if kernel_config is not None:
+            raise self.error(node, "fleet: a kernel tracker builds and boots its kernels on this machine; "
+                                   "remove fleet, or track a command build on the fleet")
+        return self.string(found["class"], "fleet.class")
 
     def report(self, node: Node) -> MailSettings:
         found = self.mapping(node, "report", REPORT_KEYS)

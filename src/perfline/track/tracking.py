@@ -15,12 +15,14 @@ from datetime import UTC, datetime
 from perfline import git
 from perfline.bisect.driver import Progress
 from perfline.bisect.worktree import Builder
+from perfline.fleet.queue import FleetQueue
 from perfline.records.status import BisectionStatus, RegressionStatus
 from perfline.runner import RunContext
 from perfline.store import Regression, Store
-from perfline.track import mailing
+from perfline.track import mailing, on_fleet
 from perfline.track.budget import Budget
 from perfline.track.judging import Found, daily_numbers, judge_history, open_regressions, tracker_series
+from perfline.track.machines import measuring
 from perfline.track.narrowing import narrow
 from perfline.track.repository import local_repo, resolve_since
 from perfline.track.testing import Tested, builder_for, pending, test_commit
@@ -40,8 +42,17 @@ class Pass:
     pending: int = 0  # commits still to test when the pass ended (budget, failures)
 
 
-def run_pass(store: Store, spec: TrackerSpec, ctx: RunContext, machine_id: str, progress: Progress,
+def run_pass(store: Store, spec: TrackerSpec, ctx: RunContext, progress: Progress,
              notify: Notify, pace_tolerance: float | None, now: datetime | None = None) -> Pass:
+    """One pass, on this machine or, for a tracker with `fleet:`, on its class's machines."""
+    if spec.fleet_class is None:
+        return _pass(store, spec, ctx, None, progress, notify, pace_tolerance, now)
+    with on_fleet.open_queue(store) as queue:
+        return _pass(store, spec, ctx, queue, progress, notify, pace_tolerance, now)
+
+
+def _pass(store: Store, spec: TrackerSpec, ctx: RunContext, queue: FleetQueue | None, progress: Progress,
+          notify: Notify, pace_tolerance: float | None, now: datetime | None) -> Pass:
     now = now or datetime.now(UTC)
     repo, ref = local_repo(spec, notify)
     head = git.resolve(repo, ref)
@@ -51,28 +62,32 @@ def run_pass(store: Store, spec: TrackerSpec, ctx: RunContext, machine_id: str, 
     history = [git.commit_info(repo, tracker.since), *git.first_parent(repo, tracker.since, head)]
     builder = builder_for(spec, repo, notify)
     budget = Budget.today(store, spec.name, spec.runs_per_day, now)
+    where = measuring(store, spec)
     done = Pass(head=head)
 
     def narrow_all(which: Callable[[Regression], bool]) -> None:
         for regression in sorted(open_regressions(store, spec.name), key=lambda r: r.id):
             if which(regression) and budget.left() > 0:
                 done.narrowed.append(narrow(store, spec, regression, repo, builder, ctx, budget, progress, notify,
-                                            pace_tolerance))
+                                            pace_tolerance, queue))
 
     if spec.narrow:  # a bisection in progress goes first
         narrow_all(lambda r: r.bisection_id is not None and r.status == RegressionStatus.CONFIRMED
                    and store.bisection(r.bisection_id).status == BisectionStatus.RUNNING)
-    todo = pending(spec, repo, history, ref, store, machine_id, builder, now)
-    for commit in todo:
+    todo = pending(spec, repo, history, ref, store, where, builder, now)
+    if queue is not None:
+        done.tested = on_fleet.test_commits(spec, todo, store, queue, where, budget, notify)
+        where = measuring(store, spec)  # machines that joined the class meanwhile
+    for commit in todo if queue is None else []:
         if budget.left() == 0:
             notify(f"budget of {spec.runs_per_day} runs a day spent; {len(todo) - len(done.tested)} commits wait "
                    "for tomorrow")
             break
         notify(f"testing {commit.sha[:12]} {commit.subject}")
-        done.tested.append(test_commit(spec, commit, store, builder, ctx, machine_id, budget, notify))
+        done.tested.append(test_commit(spec, commit, store, builder, ctx, where, budget, notify))
     done.pending = sum(not t.complete for t in done.tested) + len(todo) - len(done.tested)
     # The tracker's series, read once for both: the records and the daily numbers.
-    tracked = tracker_series(store, spec, repo, machine_id)
+    tracked = tracker_series(store, spec, repo, where)
     done.found = judge_history(store, spec, tracked, notify)
     store.set_daily_numbers(spec.name, daily_numbers(spec, repo, tracked, history))
     if spec.narrow:

@@ -23,6 +23,7 @@ def upgrade() -> None:
     sa.Column('memory_bytes', sa.BigInteger(), nullable=False),
     sa.Column('kernel', sa.String(length=255), nullable=False),
     sa.Column('hostname', sa.String(length=255), nullable=False),
+    sa.Column('machine_id', sa.String(length=64), nullable=False),
     sa.Column('registered_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('last_seen', sa.DateTime(timezone=True), nullable=False),
     sa.Column('worker_id', sa.BigInteger(), nullable=True),

@@ -1,0 +1,57 @@
+"""The built tree a fleet job runs in: a tracked commit's worktree, built on the machine.
+
+A job that names a tree (repository, commit, build command) runs its case in that
+commit's worktree, as a tracker does on its own machine. The repository is a path every
+machine reaches (the same host, NFS) or a URL, cloned once under the machine's cache and
+fetched when a commit is missing. Workers of one host share the cache, so a commit is
+built under a lock, once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from perfline import git
+from perfline.bisect.worktree import Builder, cache_dir
+
+_URL = re.compile(r"^[a-z][a-z0-9+.-]*://|^[^/:]+@[^/:]+:")
+
+
+class TreeFailed(RuntimeError):
+    pass
+
+
+def local_repo(repo: str, commit: str | None = None) -> Path:
+    """The repository on this machine: the path itself, or a clone of the URL that has `commit`."""
+    if not _URL.match(repo):
+        return Path(repo)
+    clone = cache_dir().parent / "fleet" / "repos" / hashlib.sha256(repo.encode()).hexdigest()[:16]
+    with _locked(clone.with_suffix(".lock")):
+        if not (clone / ".git").exists() or (commit is not None and git.resolve_or_none(clone, commit) is None):
+            git.clone_or_fetch(repo, clone)
+    return clone
+
+
+def built_tree(repo: str, build: str, commit: str) -> Path:
+    builder = Builder(local_repo(repo, commit), build)
+    with _locked(builder.root / f".build-{commit}.lock"):
+        built = builder.build(commit)
+    if not built.ok:
+        raise TreeFailed(f"{commit[:12]} does not build with `{build}`:\n{built.log_tail}")
+    return builder.tree(commit)
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
