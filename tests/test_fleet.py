@@ -372,3 +372,21 @@ def test_a_fleet_tracker_tests_confirms_and_bisects_on_the_class_machines(fleet:
     machines = {a.machine for a in store.attempts() if a.state == "succeeded"}
     assert machines == {"m1", "m2"}
     store.close()
+
+
+def test_each_machine_gets_its_own_job_and_wait_prints_the_results(fleet: Fleet) -> None:
+    fleet.start("m1")
+    fleet.start("m2")
+    fleet.wait_until("both idle", _idle(fleet, "m1", "m2"))
+    done = fleet.cli("fleet", "submit", "command", "-p", "cmd=echo 3", "--repeat", "3", "--warmup", "0",
+                     "--no-monitors", "--class", CLASS, "--each-machine", "--label", "each", "--wait", "--json")
+    result = json.loads(done.stdout)
+    assert [j["state"] for j in result["jobs"]] == ["succeeded", "succeeded"]
+    assert [r["label"] for r in result["runs"]] == ["each", "each"]
+    store = Store.open(fleet.url)
+    machines = sorted(a.machine for a in store.attempts([j["id"] for j in result["jobs"]]))
+    store.close()
+    assert machines == ["m1", "m2"]
+    table = fleet.cli("fleet", "submit", "command", "-p", "cmd=echo 4", "--repeat", "2", "--warmup", "0",
+                      "--no-monitors", "--machine", "m2", "--wait")
+    assert "command.value" in table.stdout
