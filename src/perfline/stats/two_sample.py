@@ -346,18 +346,20 @@ def _side(data: NDArray[np.float64], runs: Sequence[int] | None, trimmed: bool =
     labels = np.asarray(runs)
     if len(labels) != len(data):
         raise ValueError("one run label per value")
-    groups = [data[labels == run] for run in dict.fromkeys(labels.tolist())]
-    if len(groups) >= 2:
+    # Each value's run as 0..k-1: the run means in one pass (a side may hold thousands of runs).
+    _, run_of = np.unique(labels, return_inverse=True)
+    count = int(run_of.max()) + 1 if len(run_of) else 0
+    if count >= 2:
         if trimmed:
-            levels = np.array([_trimmed_log_mean(g)[0] for g in groups])
+            levels = np.array([_trimmed_log_mean(data[run_of == k])[0] for k in range(count)])
             level, relvar = float(levels.mean()), float(levels.var(ddof=1) / len(levels))
         else:
             # The log of the side's mean (so the interval holds change_pct), its
             # variance from the spread of the run means.
-            means = np.array([g.mean() for g in groups])
+            means = np.bincount(run_of, weights=data) / np.bincount(run_of)
             level = math.log(float(data.mean()))
             relvar = float(means.var(ddof=1) / len(means) / data.mean() ** 2)
-        return _Side(level, relvar, len(groups) - 1.0, len(groups), "runs")
+        return _Side(level, relvar, count - 1.0, count, "runs")
     level, within, within_df = _trimmed_log_mean(data) if trimmed else _log_mean(data)
     assumed = (ASSUMED_BETWEEN_RUN_CV_PCT / 100) ** 2
     # Satterthwaite: only the measured part carries the uncertainty of an estimate.

@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Engine, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -70,8 +70,10 @@ class RunInfo:
     finished_at: datetime | None
 
 
-@dataclass(frozen=True)
-class Sample:
+class Sample(NamedTuple):
+    """One stored value. A tuple, not a frozen dataclass: a comparison by label loads
+    hundreds of thousands, and a frozen dataclass costs three times as much to make."""
+
     repetition: int
     metric: Metric
     source: str
