@@ -252,6 +252,7 @@ def test_a_repository_url_is_cloned_then_fetched(tmp_path: Path, monkeypatch: py
     (tmp_path / "tracker.yaml").write_text(text)
     first = track_run(tmp_path)
     assert first.returncode == 0, first.stderr
+    assert first.stderr.count("fetching ") == 1  # by the check before the pass, not again by the pass
     assert (tmp_path / "cache" / "track" / "demo" / "repo" / ".git").is_dir()
     upstream = tmp_path / "upstream"
     (upstream / "NOTES").write_text("pushed later\n")

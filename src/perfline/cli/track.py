@@ -93,9 +93,11 @@ def run(
     store = open_store()
     with _progress() as observer, terminate_as_interrupt():
         ctx = RunContext(store=store, fingerprint=local.fingerprint, observer=observer)
+        fetched = True  # by `check` just above
         try:
             while True:
-                done = run_pass(store, spec, ctx, observer.bisect, notify, tolerance)
+                done = run_pass(store, spec, ctx, observer.bisect, notify, tolerance, fetched=fetched)
+                fetched = False
                 notify(f"{spec.name}: tested {sum(t.complete for t in done.tested)} commit(s), "
                         f"{done.pending} pending, {sum(f.new for f in done.found)} new change(s), head "
                         f"{done.head[:12]}")

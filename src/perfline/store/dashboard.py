@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from typing import cast
 
 from sqlalchemy import func, select
 
@@ -66,7 +67,7 @@ class DashboardQueries:
         # Core rows as plain tuples, not ORM entities: a 10,000-point series is read in
         # tens of milliseconds. Times stay as stored (naive UTC on SQLite).
         with self._session() as session:
-            return session.connection().execute(query).tuples().all()  # type: ignore[return-value]
+            return cast(list[SeriesRow], session.connection().execute(query).all())
 
     def metric_cases(self, metric: str) -> list[tuple[str, str, str]]:
         """(case key, machine id, hostname) of every series of the metric."""

@@ -15,14 +15,16 @@ from perfline.track.tracker_file import TrackerSpec
 Notify = Callable[[str], None]
 
 
-def local_repo(spec: TrackerSpec, notify: Notify) -> tuple[Path, str]:
+def local_repo(spec: TrackerSpec, notify: Notify, fetch: bool = True) -> tuple[Path, str]:
     """The tree to read and build, and the ref that names the followed branch there. A
-    URL is cloned under perfline's cache on the first pass and fetched on every one."""
+    URL is cloned under perfline's cache on the first pass and fetched on every one
+    (`fetch=False`: it was, a moment ago)."""
     if not spec.is_url:
         return Path(spec.repo), spec.branch
     clone = cache_dir().parent / "track" / spec.name / "repo"
-    notify(f"fetching {spec.repo} into {clone}")
-    git.clone_or_fetch(spec.repo, clone)
+    if fetch or not (clone / ".git").exists():
+        notify(f"fetching {spec.repo} into {clone}")
+        git.clone_or_fetch(spec.repo, clone)
     return clone, spec.branch if spec.branch == "HEAD" else f"origin/{spec.branch}"
 
 

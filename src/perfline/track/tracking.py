@@ -43,18 +43,20 @@ class Pass:
 
 
 def run_pass(store: Store, spec: TrackerSpec, ctx: RunContext, progress: Progress,
-             notify: Notify, pace_tolerance: float | None, now: datetime | None = None) -> Pass:
-    """One pass, on this machine or, for a tracker with `fleet:`, on its class's machines."""
+             notify: Notify, pace_tolerance: float | None, now: datetime | None = None,
+             fetched: bool = False) -> Pass:
+    """One pass, on this machine or, for a tracker with `fleet:`, on its class's machines.
+    `fetched`: a URL's clone was fetched a moment ago (by the check before the first pass)."""
     if spec.fleet_class is None:
-        return _pass(store, spec, ctx, None, progress, notify, pace_tolerance, now)
+        return _pass(store, spec, ctx, None, progress, notify, pace_tolerance, now, fetched)
     with on_fleet.open_queue(store) as queue:
-        return _pass(store, spec, ctx, queue, progress, notify, pace_tolerance, now)
+        return _pass(store, spec, ctx, queue, progress, notify, pace_tolerance, now, fetched)
 
 
 def _pass(store: Store, spec: TrackerSpec, ctx: RunContext, queue: FleetQueue | None, progress: Progress,
-          notify: Notify, pace_tolerance: float | None, now: datetime | None) -> Pass:
+          notify: Notify, pace_tolerance: float | None, now: datetime | None, fetched: bool) -> Pass:
     now = now or datetime.now(UTC)
-    repo, ref = local_repo(spec, notify)
+    repo, ref = local_repo(spec, notify, fetch=not fetched)
     head = git.resolve(repo, ref)
     tracker = store.ensure_tracker(spec.name, str(spec.path.resolve()), str(repo), spec.branch,
                                    resolve_since(spec, repo, head))
