@@ -6,9 +6,9 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
-from sqlalchemy import Engine, delete, func, select, text, update
+from sqlalchemy import CursorResult, Engine, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError
@@ -434,7 +434,10 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
             samples: dict[int, list[Sample]] = defaultdict(list)
             query = (select(SampleRow.run_id, SampleRow.repetition, SampleRow.metric, SampleRow.source,
                             SampleRow.value).where(SampleRow.run_id.in_(list(run_ids))).order_by(SampleRow.id))
-            for run_id, repetition, metric, source, value in session.connection().execute(query).all():
+            # The driver's own tuples: these columns need no conversion, and SQLAlchemy's
+            # Row objects cost a third of the time for 400,000 samples.
+            cursor = cast(CursorResult[Any], session.connection().execute(query)).cursor
+            for run_id, repetition, metric, source, value in cursor.fetchall():
                 samples[run_id].append(Sample(repetition, metrics[metric], source, value))
             return [_detail(rows[i], samples[i]) for i in run_ids]
 
