@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfline import git
 from perfline.analysis.regressions import CannotConfirm, Reproduction, confirm, transition, why_label
@@ -17,7 +18,6 @@ from perfline.bisect import session
 from perfline.bisect.driver import Progress
 from perfline.bisect.session import BisectionFailed, StartRequest
 from perfline.bisect.worktree import Builder, cache_dir
-from perfline.fleet.queue import FleetQueue
 from perfline.git import commit_info
 from perfline.jobs import expand
 from perfline.monitors import MONITORS, MonitorUnavailable
@@ -27,10 +27,12 @@ from perfline.runner import RunContext, execute_interleaved
 from perfline.stats.sequential import SequentialPlan
 from perfline.store import Regression, Store
 from perfline.store.bisections import BisectionRecord
-from perfline.track import on_fleet
 from perfline.track.budget import Budget
 from perfline.track.testing import at_commit, cases
 from perfline.track.tracker_file import TrackedJob, TrackerSpec
+
+if TYPE_CHECKING:
+    from perfline.fleet.queue import FleetQueue
 
 Notify = Callable[[str], None]
 # An interleaved confirmation stops at the first look that decides, at most this many
@@ -102,6 +104,8 @@ def _confirm(store: Store, spec: TrackerSpec, regression: Regression, builder: B
     case = replace(_case(spec, regression), monitors=(), warmup=1)
     pairs = min(CONFIRM_MAX_PAIRS, max(budget.left() // 2, 6))
     if queue is not None:
+        from perfline.track import on_fleet
+
         return on_fleet.confirm(spec, regression, case, pairs, store, queue, notify)
     sides = []
     for sha in (regression.good, regression.bad):
@@ -135,6 +139,8 @@ def _bisect(store: Store, spec: TrackerSpec, regression: Regression, repo: Path,
         if budget.left() == 0:
             return regression
         if queue is not None:
+            from perfline.track import on_fleet
+
             record = on_fleet.bisect(spec, record, budget.left(), pace_tolerance, store, queue, notify)
         else:
             try:

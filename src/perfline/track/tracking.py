@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from perfline import git
 from perfline.bisect.driver import Progress
 from perfline.bisect.worktree import Builder
-from perfline.fleet.queue import FleetQueue
 from perfline.records.status import BisectionStatus, RegressionStatus
 from perfline.runner import RunContext
 from perfline.store import Regression, Store
-from perfline.track import mailing, on_fleet
+from perfline.track import mailing
 from perfline.track.budget import Budget
 from perfline.track.judging import Found, daily_numbers, judge_history, open_regressions, tracker_series
 from perfline.track.machines import measuring
@@ -27,6 +27,9 @@ from perfline.track.narrowing import narrow
 from perfline.track.repository import local_repo, resolve_since
 from perfline.track.testing import Tested, builder_for, pending, test_commit
 from perfline.track.tracker_file import TrackerSpec
+
+if TYPE_CHECKING:
+    from perfline.fleet.queue import FleetQueue
 
 Notify = Callable[[str], None]
 
@@ -49,6 +52,9 @@ def run_pass(store: Store, spec: TrackerSpec, ctx: RunContext, progress: Progres
     `fetched`: a URL's clone was fetched a moment ago (by the check before the first pass)."""
     if spec.fleet_class is None:
         return _pass(store, spec, ctx, None, progress, notify, pace_tolerance, now, fetched)
+
+    from perfline.track import on_fleet  # procrastinate: only for a tracker on a fleet
+
     with on_fleet.open_queue(store) as queue:
         return _pass(store, spec, ctx, queue, progress, notify, pace_tolerance, now, fetched)
 
@@ -78,6 +84,8 @@ def _pass(store: Store, spec: TrackerSpec, ctx: RunContext, queue: FleetQueue | 
                    and store.bisection(r.bisection_id).status == BisectionStatus.RUNNING)
     todo = pending(spec, repo, history, ref, store, where, builder, now)
     if queue is not None:
+        from perfline.track import on_fleet
+
         done.tested = on_fleet.test_commits(spec, todo, store, queue, where, budget, notify)
         where = measuring(store, spec)  # machines that joined the class meanwhile
     for commit in todo if queue is None else []:
