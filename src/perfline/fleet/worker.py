@@ -21,6 +21,8 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sqlalchemy.exc import DBAPIError
+
 from perfline.fleet import health
 from perfline.fleet.kinds import JobResult, run_job
 from perfline.fleet.queue import FleetQueue, QueuedJob, WorkerForgotten, class_queue, machine_queue
@@ -100,28 +102,41 @@ class FleetWorker:
 
     def _loop(self) -> str:
         while True:
-            hold = self.store.fleet_machine(self.facts.name).hold
-            if hold in ("drain", "retired"):
-                return f"machine {self.facts.name} {_held(hold)}: stopped"
-            self._sweep()
-            if hold == "bad":
+            try:
+                job = self._next_job()
+            except DBAPIError as exc:
+                # A read cut by a server restart: the next one waits for the server (store.engine).
+                if not exc.connection_invalidated:
+                    raise
                 time.sleep(self.settings.poll_s)
                 continue
-            if self.store.fleet_machine(self.facts.name).jobs_since_health >= self.settings.health_every:
-                self._health()
-                continue
-            try:
-                job = self.queue.fetch(self.queues, self.worker_id)
-            except WorkerForgotten:
-                self.worker_id = self.queue.register_worker()
-                self.store.register_machine(self.facts, self.worker_id)
-                self.say(f"registered again (worker {self.worker_id}): this machine was silent for longer "
-                         f"than {self.settings.stalled_s:g} s")
-                continue
+            if isinstance(job, str):
+                return job
             if job is None:
                 time.sleep(self.settings.poll_s)
                 continue
             self._process(job)
+
+    def _next_job(self) -> QueuedJob | str | None:
+        """Between jobs: the machine's hold (why it stops, as a string), the sweep, the
+        health job when due, then the next job of its queues, if any."""
+        machine = self.store.fleet_machine(self.facts.name)
+        if machine.hold in ("drain", "retired"):
+            return f"machine {self.facts.name} {_held(machine.hold)}: stopped"
+        self._sweep()
+        if machine.hold == "bad":
+            return None
+        if machine.jobs_since_health >= self.settings.health_every:
+            self._health()
+            return None
+        try:
+            return self.queue.fetch(self.queues, self.worker_id)
+        except WorkerForgotten:
+            self.worker_id = self.queue.register_worker()
+            self.store.register_machine(self.facts, self.worker_id)
+            self.say(f"registered again (worker {self.worker_id}): this machine was silent for longer "
+                     f"than {self.settings.stalled_s:g} s")
+            return None
 
     def _process(self, job: QueuedJob) -> None:
         attempt = self.store.start_attempt(job.id, self.facts.name, self.worker_id)
