@@ -53,8 +53,9 @@ def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     return typer.Exit(code)
 
 
-def open_store() -> Store:
-    store = Store.open(state.db)
+def open_store(url: str | None = None, outage_wait_s: float = 0.0) -> Store:
+    """The store (`url`, else --db / $PERFLINE_DB), with this host's dead runs marked."""
+    store = Store.open(url or state.db, outage_wait_s)
     reaped = store.reap_dead_runs(local.boot_id(), local.hostname(), local.pid_alive)
     if reaped:
         errors.print(f"[yellow]marked {reaped} run(s) interrupted: their process had died[/yellow]")

@@ -58,12 +58,10 @@ def worker(
     from perfline.fleet.stalled import STALLED_S
     from perfline.fleet.worker import FleetWorker, WorkerSettings
     from perfline.runner import terminate_as_interrupt
-    from perfline.targets import local
 
     url = resolve_url(db or state.db)
     settings = WorkerSettings(stalled_s=stalled or STALLED_S, health_every=health_every, outage_wait_s=outage_wait)
-    store = Store.open(url, outage_wait_s=outage_wait)
-    store.reap_dead_runs(local.boot_id(), local.hostname(), local.pid_alive)
+    store = open_store(url, outage_wait)
     with FleetQueue(url, outage_wait_s=outage_wait) as queue, terminate_as_interrupt():
         serving = FleetWorker(store, queue, describe(machine, machine_class), settings, notify)
         try:

@@ -26,11 +26,13 @@ from typing import Any, Self, TypeVar
 import procrastinate
 import psycopg
 from procrastinate import jobs as pjobs
+from procrastinate import utils
 from procrastinate.exceptions import ConnectorException
 from procrastinate.schema import SchemaManager
 from sqlalchemy.engine import make_url
 
 from perfline.records.errors import UserError
+from perfline.system.patience import patiently
 from perfline.system.signals import leave_signals_to_main_thread
 
 log = logging.getLogger(__name__)
@@ -127,19 +129,14 @@ class FleetQueue:
 
     def _ensure_schema(self) -> None:
         """procrastinate's tables, installed on first use of the fleet in a database."""
-        deadline = time.monotonic() + self.outage_wait_s
-        while True:
-            try:
-                with psycopg.connect(self.conninfo, autocommit=False) as connection:
-                    connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-                    found = connection.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
-                    if found is None or found[0] is None:
-                        connection.execute(SchemaManager.get_schema())
-                return
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(1.0)
+        def install() -> None:
+            with psycopg.connect(self.conninfo, autocommit=False) as connection:
+                connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+                found = connection.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
+                if found is None or found[0] is None:
+                    connection.execute(SchemaManager.get_schema())
+
+        patiently(install, lambda exc: isinstance(exc, psycopg.OperationalError), self.outage_wait_s)
 
     @contextmanager
     def exclusively(self, key: int) -> Iterator[bool]:
@@ -157,25 +154,20 @@ class FleetQueue:
     def _call(self, make: Any, *args: Any, **kwargs: Any) -> Any:
         """`make(*args, **kwargs)` (a coroutine function) on the queue's loop; a lost
         server is waited for, the call made again, up to `outage_wait_s`."""
-        deadline = time.monotonic() + self.outage_wait_s
-        pause = 0.2
-        while True:
+        def attempt() -> Any:
             coroutine: Coroutine[Any, Any, Any] = make(*args, **kwargs)
-            try:
-                result = asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
-            except (ConnectorException, psycopg.OperationalError) as exc:
-                if not _connection_lost(exc) or time.monotonic() + pause > deadline:
-                    raise
-                if not self._lost:
-                    log.warning("fleet queue: the database does not answer (%s); waiting", _first_line(exc))
-                self._lost = True
-                time.sleep(pause)
-                pause = min(pause * 2, 2.0)
-                continue
-            if self._lost:
-                self._lost, self.answering_since = False, time.monotonic()
-                log.warning("fleet queue: the database answers again")
-            return result
+            return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+        def lost(exc: BaseException) -> None:
+            if not self._lost:
+                log.warning("fleet queue: the database does not answer (%s); waiting", _first_line(exc))
+            self._lost = True
+
+        result = patiently(attempt, _connection_lost, self.outage_wait_s, lost)
+        if self._lost:
+            self._lost, self.answering_since = False, time.monotonic()
+            log.warning("fleet queue: the database answers again")
+        return result
 
     # -- submitting and reading ---------------------------------------------------------
 
@@ -229,8 +221,6 @@ class FleetQueue:
 
     def requeue(self, job_id: int) -> None:
         """Back to `todo` in its queue, for the next free machine there (attempts + 1)."""
-        from procrastinate import utils
-
         self._call(self.app.job_manager.retry_job_by_id_async, job_id, utils.utcnow())
 
     def abort_requested(self, job_id: int) -> bool:
@@ -253,12 +243,15 @@ def _queued(job: pjobs.Job) -> QueuedJob:
 
 
 def _connection_lost(exc: BaseException) -> bool:
+    """Whether a queue call failed because the server is away (not for a reason of its own)."""
+    if not isinstance(exc, ConnectorException | psycopg.OperationalError):
+        return False
     cause: BaseException | None = exc
     while cause is not None:
         if isinstance(cause, psycopg.OperationalError):
             return True
         text = str(cause).lower()
-        if "connection" in text or "couldn't get a connection" in text or "terminating" in text:
+        if "connection" in text or "terminating" in text:
             return True
         cause = cause.__cause__ or cause.__context__
     return False

@@ -61,8 +61,9 @@ def submit(queue: FleetQueue, store: Store, cases: list[Case], placement: Placem
 def wait(queue: FleetQueue, job_ids: list[int], poll_s: float = 1.0,
          progress: Callable[[int, int], None] | None = None) -> dict[int, str]:
     """Until every job has ended; their final states by id."""
+    wanted = set(job_ids)
     while True:
-        states = {job.id: job.status for job in queue.jobs() if job.id in set(job_ids)}
+        states = {job.id: job.status for job in queue.jobs() if job.id in wanted}
         done = sum(1 for state in states.values() if state in FINISHED)
         if progress is not None:
             progress(done, len(job_ids))

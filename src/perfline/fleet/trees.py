@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from perfline import git
 from perfline.bisect.worktree import Builder, cache_dir
-
-_URL = re.compile(r"^[a-z][a-z0-9+.-]*://|^[^/:]+@[^/:]+:")
 
 
 class TreeFailed(RuntimeError):
@@ -28,7 +25,7 @@ class TreeFailed(RuntimeError):
 
 def local_repo(repo: str, commit: str | None = None) -> Path:
     """The repository on this machine: the path itself, or a clone of the URL that has `commit`."""
-    if not _URL.match(repo):
+    if not git.is_url(repo):
         return Path(repo)
     clone = cache_dir().parent / "fleet" / "repos" / hashlib.sha256(repo.encode()).hexdigest()[:16]
     with _locked(clone.with_suffix(".lock")):

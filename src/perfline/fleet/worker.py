@@ -58,22 +58,15 @@ class WorkerSettings:
         return max(0.2, min(10.0, self.stalled_s / 4))
 
 
-@dataclass
-class _Beat:
-    """What the heartbeat thread learns, read by the main thread."""
-
-    hold: str | None = None
-    abort: bool = False
-
-
 class FleetWorker:
     def __init__(self, store: Store, queue: FleetQueue, facts: MachineFacts, settings: WorkerSettings,
                  say: Callable[[str], None]) -> None:
         self.store, self.queue, self.facts, self.settings, self.say = store, queue, facts, settings, say
         self.queues = [class_queue(facts.machine_class), machine_queue(facts.name)]
         self.worker_id = 0
-        self.beat = _Beat()
         self.job: QueuedJob | None = None
+        # Set by the heartbeat thread when the running job was cancelled; read between repetitions.
+        self.cancelled = False
         self._stop_beating = threading.Event()
         self._last_sweep = 0.0
 
@@ -86,7 +79,6 @@ class FleetWorker:
         try:
             if machine.hold in ("drain", "retired"):
                 return f"machine {self.facts.name} is {_held(machine.hold)}; `perfline fleet enable {self.facts.name}`"
-            self.beat.hold = machine.hold
             beating.start()
             self.say(f"machine {self.facts.name} (class {self.facts.machine_class}) takes jobs from "
                      f"{', '.join(self.queues)}")
@@ -143,7 +135,7 @@ class FleetWorker:
         if attempt is None:
             self.say(f"job {job.id}: taken back before it began (this machine was silent); left to the others")
             return
-        self.job, self.beat.abort = job, False
+        self.job, self.cancelled = job, False
         self.store.machine_job(self.facts.name, job.id)
         self.say(f"job {job.id}: started (attempt {job.attempts + 1})")
         try:
@@ -203,7 +195,8 @@ class FleetWorker:
         self._last_sweep = now
         for taken in take_back_stalled(self.store, self.queue, self.settings.stalled_s):
             what = "queued again" if taken.requeued else "done: its run had completed"
-            self.say(f"job {taken.job_id}: its machine fell silent; {what}")
+            cut = f" (run {', '.join(map(str, taken.interrupted_runs))} interrupted)" if taken.interrupted_runs else ""
+            self.say(f"job {taken.job_id}: its machine fell silent; {what}{cut}")
 
     def _heartbeats(self) -> None:
         """Every call waits through an outage (up to the outage wait); one that fails
@@ -212,13 +205,11 @@ class FleetWorker:
         while not self._stop_beating.wait(self.settings.heartbeat_s):
             try:
                 self.queue.heartbeat(self.worker_id)
-                machine = self.store.machine_seen(self.facts.name, self.worker_id)
+                self.store.machine_seen(self.facts.name, self.worker_id)
                 job = self.job
-                self.beat.abort = job is not None and self.queue.abort_requested(job.id)
+                self.cancelled = job is not None and self.queue.abort_requested(job.id)
             except Exception as exc:  # noqa: BLE001 - a lost beat must not end the worker
                 self.say(f"heartbeat failed: {str(exc).strip().splitlines()[0]}")
-                continue
-            self.beat.hold = machine.hold
 
 
 class _AttemptObserver:
@@ -235,7 +226,7 @@ class _AttemptObserver:
         self.worker.say(f"warning: {message}")
 
     def step_done(self, run_id: int, repetition: int | None, values: list[Measurement]) -> None:
-        if self.attempt is not None and self.worker.beat.abort:
+        if self.attempt is not None and self.worker.cancelled:
             raise Cancelled
 
     def run_finished(self, outcome: RunOutcome) -> None:

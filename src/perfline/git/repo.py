@@ -22,6 +22,8 @@ _SEP = "\x1f"
 # with the file type's funcname rule (the C default: a line starting with a letter).
 _HUNK = re.compile(r"^@@ [^@]+ @@ ?(.*)$")
 _FUNCTION_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+# scheme://… or scp-like user@host:path; anything else is a directory.
+_URL = re.compile(r"[a-z][a-z0-9+.-]*://|[^/\s]+@[^/\s]+:")
 
 
 class GitError(UserError):
@@ -186,6 +188,11 @@ def remove_worktree(repo: Path, path: Path) -> None:
 def prune_worktrees(repo: Path) -> None:
     """Drop git's records (.git/worktrees/*) of worktrees whose directory is gone."""
     _git(repo, "worktree", "prune", check=False)
+
+
+def is_url(repo: str) -> bool:
+    """Whether a repository is named by a URL (cloned and fetched) rather than a path."""
+    return _URL.match(repo) is not None
 
 
 def clone_or_fetch(url: str, path: Path) -> None:

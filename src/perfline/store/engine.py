@@ -16,6 +16,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from perfline.records.errors import UserError
+from perfline.system.patience import patiently
 from perfline.system.signals import signals_held
 
 T = TypeVar("T")
@@ -84,16 +85,9 @@ def connect(url: str, outage_wait_s: float = 0.0) -> Engine:
 
 def _patient_connect(wait_s: float) -> Callable[..., Any]:
     def do_connect(dialect: Any, _record: Any, cargs: tuple[Any, ...], cparams: dict[str, Any]) -> Any:
-        deadline = time.monotonic() + wait_s
-        pause = 0.2
-        while True:
-            try:
-                return dialect.loaded_dbapi.connect(*cargs, **cparams)
-            except dialect.loaded_dbapi.OperationalError:
-                if time.monotonic() + pause > deadline:
-                    raise
-                time.sleep(pause)
-                pause = min(pause * 2, 2.0)
+        dbapi = dialect.loaded_dbapi
+        return patiently(lambda: dbapi.connect(*cargs, **cparams),
+                         lambda exc: isinstance(exc, dbapi.OperationalError), wait_s)
 
     return do_connect
 

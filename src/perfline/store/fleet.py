@@ -95,14 +95,13 @@ class FleetQueries:
             session.flush()
             return _machine(row)
 
-    def machine_seen(self, name: str, worker_id: int) -> Machine:
-        """A heartbeat: the machine is alive; returns it (its hold may have changed)."""
-        def write(session: Session, _retried: bool) -> Machine:
+    def machine_seen(self, name: str, worker_id: int) -> None:
+        """A heartbeat: the machine is alive, served by this worker."""
+        def write(session: Session, _retried: bool) -> None:
             row = self._machine_row(session, name)
             row.last_seen, row.worker_id = _now(), worker_id
-            return _machine(row)
 
-        return self._session.write(write)
+        self._session.write(write)
 
     def machine_left(self, name: str, worker_id: int) -> None:
         """The worker stopped cleanly; unless another worker took the name since."""

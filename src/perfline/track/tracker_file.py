@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from perfline import git
 from perfline.jobs import JobError, JobSpec, load_job
 from perfline.jobs.parse import job_from_node
 
@@ -26,7 +27,6 @@ DEFAULT_FLOOR_PCT = 1.0
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _TIME = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
 # `repo` is a URL when git would take it as one (scheme://, or scp-like user@host:path).
-_URL = re.compile(r"[a-z][a-z0-9+.-]*://|[^/\s]+@[^/\s]+:")
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class TrackerSpec:
 
     @property
     def is_url(self) -> bool:
-        return _URL.match(self.repo) is not None
+        return git.is_url(self.repo)
 
 
 def load_tracker(path: Path) -> TrackerSpec:
@@ -151,7 +151,7 @@ class _Reader:
         if not _NAME.fullmatch(name):
             raise self.error(top["name"], "name: letters, digits, '.', '_' and '-' (it labels the runs)")
         repo = self.string(top["repo"], "repo")
-        if not _URL.match(repo):
+        if not git.is_url(repo):
             local = (self.here / repo).resolve()
             if not (local / ".git").exists() and not (local / "HEAD").is_file():
                 raise self.error(top["repo"], f"repo: {local} is not a git repository")

@@ -52,7 +52,6 @@ def run_pass(store: Store, spec: TrackerSpec, ctx: RunContext, progress: Progres
     `fetched`: a URL's clone was fetched a moment ago (by the check before the first pass)."""
     if spec.fleet_class is None:
         return _pass(store, spec, ctx, None, progress, notify, pace_tolerance, now, fetched)
-
     from perfline.track import on_fleet  # procrastinate: only for a tracker on a fleet
 
     with on_fleet.open_queue(store) as queue:
@@ -88,13 +87,14 @@ def _pass(store: Store, spec: TrackerSpec, ctx: RunContext, queue: FleetQueue | 
 
         done.tested = on_fleet.test_commits(spec, todo, store, queue, where, budget, notify)
         where = measuring(store, spec)  # machines that joined the class meanwhile
-    for commit in todo if queue is None else []:
-        if budget.left() == 0:
-            notify(f"budget of {spec.runs_per_day} runs a day spent; {len(todo) - len(done.tested)} commits wait "
-                   "for tomorrow")
-            break
-        notify(f"testing {commit.sha[:12]} {commit.subject}")
-        done.tested.append(test_commit(spec, commit, store, builder, ctx, where, budget, notify))
+    else:
+        for commit in todo:
+            if budget.left() == 0:
+                notify(f"budget of {spec.runs_per_day} runs a day spent; {len(todo) - len(done.tested)} commits "
+                       "wait for tomorrow")
+                break
+            notify(f"testing {commit.sha[:12]} {commit.subject}")
+            done.tested.append(test_commit(spec, commit, store, builder, ctx, where, budget, notify))
     done.pending = sum(not t.complete for t in done.tested) + len(todo) - len(done.tested)
     # The tracker's series, read once for both: the records and the daily numbers.
     tracked = tracker_series(store, spec, repo, where)
