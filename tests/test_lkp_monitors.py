@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from perfline.monitors.proc_tables import disk_stats, net_dev, per_cpu_rows, pressure, schedstat
+from perfline.monitors.proc_tables import disk_stats, net_dev, per_cpu_rows, per_cpu_table, pressure, schedstat
 
 PY = sys.executable
 
@@ -88,6 +88,11 @@ def test_psi_sees_cpu_pressure(tmp_path: Path) -> None:
 def test_interrupts_count_timer_ticks(tmp_path: Path) -> None:
     summary, _ = run_with(tmp_path, "interrupts", "sleep 0.3; echo 1")
     assert mean(summary, "interrupts.total") > 0
+    # One rate per CPU of this machine, adding up to the total (every line counted on
+    # some CPU), and the busiest other lines by name.
+    per_cpu = [mean(summary, f"interrupts.cpu{cpu}") for cpu in range(os.cpu_count() or 1)]
+    assert sum(per_cpu) == pytest.approx(mean(summary, "interrupts.total"), rel=1e-6)
+    assert any(metric.startswith("interrupts.irq_") for metric in summary)
 
 
 @pytest.mark.parametrize(("monitor", "reason"), [
@@ -108,6 +113,7 @@ def test_parsers_on_captured_text() -> None:
     interrupts = ("           CPU0       CPU1\n 24:          1          0  IO-APIC   5-edge      ACPI:Ged\n"
                   "LOC:     100    200   Local timer interrupts\nERR:          0\n")
     assert per_cpu_rows(interrupts) == {"24": 1, "LOC": 300, "ERR": 0}
+    assert per_cpu_table(interrupts) == {"24": [1, 0], "LOC": [100, 200], "ERR": [0]}
     assert pressure("some avg10=0.87 avg60=2.54 avg300=2.99 total=176\nfull avg10=0.00 total=5\n") == {
         "some": 176, "full": 5}
     dev = ("Inter-|   Receive |  Transmit\n face |bytes packets|bytes\n"
@@ -118,7 +124,7 @@ def test_parsers_on_captured_text() -> None:
         "reads": 10, "reads_merged": 0, "sectors_read": 80, "ms_reading": 5, "writes": 20, "writes_merged": 0,
         "sectors_written": 160, "ms_writing": 7, "in_flight": 0, "ms_io": 12, "weighted_ms_io": 12}}
     stat = "version 15\ntimestamp 1\ncpu0 0 0 0 0 0 0 100 20 3\ndomain0 3 1 2\ncpu1 0 0 0 0 0 0 200 30 4\n"
-    assert schedstat(stat) == {"running_ns": 300, "wait_ns": 50, "timeslices": 7}
+    assert schedstat(stat) == {"cpu0": (100, 20, 3), "cpu1": (200, 30, 4)}
 
 
 def test_list_json_names_every_monitor_with_its_metrics(tmp_path: Path) -> None:

@@ -432,3 +432,29 @@ def test_compare_flags_sides_that_mix_accelerators_even_alike() -> None:
     [difference] = differences(sides[0].description(), sides[1].description())
     assert (difference.key, difference.kind) == ("vm accel", "machine")
     assert difference.base == difference.other == "mixed: kvm | tcg"
+
+
+@vm
+def test_monitors_read_the_guests_files(debian_61: kernels.Kernel, tmp_path: Path) -> None:
+    """A case in a VM is watched from inside: its meminfo is the guest's 384 MiB, not this
+    host's gigabytes, and its per-CPU rows are the guest's one CPU, not this host's two."""
+    proc = perfline(
+        tmp_path / "db", "run", "command", "-p", "cmd=dd if=/dev/zero of=/dev/null bs=64k count=20000 2>/dev/null; echo 1",
+        "--repeat", "2", "--warmup", "0", "--target", "qemu", "--kernel", "debian-6.1", "--vm-cpus", "1",
+        "--vm-memory", "384", "--accel", "tcg", "--json",
+        *(arg for name in ("proc-stat", "meminfo", "interrupts", "softirqs", "schedstat", "perf-stat")
+          for arg in ("--monitor", name)),
+    )
+    [run] = json.loads(proc.stdout)
+    assert run["status"] == "completed", run["error"]
+    metrics = {s["metric"] for s in run["samples"]}
+    summary = run["summary"]
+    assert 0 < summary["meminfo.memavailable"]["mean"] < 384
+    assert "interrupts.cpu0" in metrics and "interrupts.cpu1" not in metrics
+    assert summary["interrupts.total"]["mean"] > 0 and summary["softirqs.timer"]["mean"] > 0
+    assert "schedstat.cpu0.wait_ms" in metrics and "schedstat.cpu1.wait_ms" not in metrics
+    # dd keeps the guest's one CPU busy: its /proc/stat says so whatever this host does.
+    assert summary["proc-stat.idle_pct"]["mean"] < 50
+    # perf's events count this host's CPUs, which would be the emulator's work.
+    assert "perf-stat: measures this host, not the guest" in proc.stderr
+    assert not any(m.startswith("perf-stat.") for m in metrics)

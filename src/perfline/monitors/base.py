@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from typing import ClassVar, Self
 
+from perfline.monitors.files import HOST, SystemFiles
 from perfline.records.metric import Measurement, Metric
-from perfline.records.profile import ProfileEntry
+from perfline.records.profile import Profile
 
 
 class MonitorUnavailable(RuntimeError):
@@ -24,6 +25,18 @@ class Monitor(ABC):
     summary: ClassVar[str]
     metrics: ClassVar[tuple[Metric, ...]]
     packages: ClassVar[tuple[str, ...]] = ()
+    # The files (shell patterns) the monitor reads, for a guest to read them in one look.
+    sources: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def on(cls, files: SystemFiles) -> Self:
+        """The monitor of the system whose files these are. One that measures this host
+        by other means (perf's events) cannot see inside a VM and says so."""
+        if files is not HOST:
+            raise MonitorUnavailable(
+                f"{cls.name}: measures this host, not {files.where}; the case runs without it"
+            )
+        return cls()
 
     def check(self) -> None:
         """Raise MonitorUnavailable before the run starts if this system cannot support it."""
@@ -42,5 +55,5 @@ class ProfilingMonitor(Monitor):
     """A monitor that also samples where CPU time went; the runner stores the profile."""
 
     @abstractmethod
-    def profile(self) -> list[ProfileEntry]:
-        """The top symbols of the interval of the last `stop`, largest share first."""
+    def profile(self) -> Profile:
+        """The top symbols and call chains of the interval of the last `stop`."""

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Self
 
 from perfline.monitors.base import Monitor
+from perfline.monitors.files import HOST, SystemFiles
 from perfline.records.metric import Measurement, Metric
 
 # (metric, counter name): the metric is the counter's change per second.
@@ -16,7 +17,7 @@ RateTable = tuple[tuple[Metric, str], ...]
 
 @dataclass(frozen=True)
 class Snapshot:
-    taken: float  # time.monotonic()
+    taken: float  # SystemFiles.now()
     values: Mapping[str, int]
 
 
@@ -44,10 +45,16 @@ class Interval:
 
 
 class CounterMonitor(Monitor):
-    """Subclasses say how to read their counters and what to make of an interval."""
+    """Subclasses say how to read their counters (from `self.files`, the kernel's files
+    of the system under test) and what to make of an interval."""
 
-    def __init__(self) -> None:
+    def __init__(self, files: SystemFiles = HOST) -> None:
+        self.files = files
         self._before: Snapshot | None = None
+
+    @classmethod
+    def on(cls, files: SystemFiles) -> Self:
+        return cls(files)
 
     @abstractmethod
     def read(self) -> dict[str, int]:
@@ -67,4 +74,4 @@ class CounterMonitor(Monitor):
         return self.measure(interval)
 
     def _snapshot(self) -> Snapshot:
-        return Snapshot(time.monotonic(), self.read())
+        return Snapshot(self.files.now(), self.read())

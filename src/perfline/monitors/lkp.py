@@ -4,29 +4,35 @@ schedstat, cpufreq, slabinfo and numastat. Each says why when its source is miss
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from perfline.monitors.base import MonitorUnavailable
 from perfline.monitors.counters import CounterMonitor, Interval
-from perfline.monitors.proc_tables import disk_stats, net_dev, per_cpu_rows, pressure, schedstat, slabinfo
+from perfline.monitors.files import SystemFiles
+from perfline.monitors.proc_tables import (
+    disk_stats,
+    net_dev,
+    per_cpu_rows,
+    per_cpu_table,
+    pressure,
+    schedstat,
+    slabinfo,
+)
 from perfline.monitors.vmstat import parse_key_values
 from perfline.records.metric import Direction, Measurement, Metric
-
-PROC = Path("/proc")
-SYS = Path("/sys")
 
 
 def _neutral(name: str, unit: str, description: str) -> Metric:
     return Metric(name, unit, Direction.NEUTRAL, description)
 
 
-def _readable(path: Path, monitor: str, why: str) -> None:
+def _readable(files: SystemFiles, path: str, monitor: str, why: str) -> None:
     try:
-        path.read_bytes()
+        files.read_text(path)
     except FileNotFoundError:
-        raise MonitorUnavailable(f"{monitor}: no {path} ({why})") from None
+        raise MonitorUnavailable(f"{monitor}: no {path} on {files.where} ({why})") from None
     except PermissionError:
-        raise MonitorUnavailable(f"{monitor}: reading {path} is refused (EPERM/EACCES); run as root") from None
+        raise MonitorUnavailable(
+            f"{monitor}: reading {path} on {files.where} is refused (EPERM/EACCES); run as root"
+        ) from None
 
 
 SOFTIRQS = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
@@ -36,12 +42,13 @@ class Softirqs(CounterMonitor):
     name = "softirqs"
     summary = "softirqs raised per second, by kind (NET_RX, TIMER, SCHED, RCU ...), all CPUs"
     metrics = tuple(_neutral(f"softirqs.{k.lower()}", "/s", f"{k} softirqs raised") for k in SOFTIRQS)
+    sources = ("/proc/softirqs",)
 
     def check(self) -> None:
-        _readable(PROC / "softirqs", self.name, "a kernel without /proc/softirqs")
+        _readable(self.files, "/proc/softirqs", self.name, "a kernel without /proc/softirqs")
 
     def read(self) -> dict[str, int]:
-        return per_cpu_rows((PROC / "softirqs").read_text())
+        return per_cpu_rows(self.files.read_text("/proc/softirqs"))
 
     def measure(self, interval: Interval) -> list[Measurement]:
         return interval.present_rates(tuple(zip(self.metrics, SOFTIRQS, strict=True)))
@@ -50,24 +57,51 @@ class Softirqs(CounterMonitor):
 # The architecture's own interrupts a scheduler or memory change moves (x86 names).
 INTERRUPT_LINES = {"LOC": "local timer", "RES": "rescheduling IPIs", "CAL": "function call IPIs",
                    "TLB": "TLB shootdowns"}
+# ERR and MIS are single error counts, not interrupts taken.
+NOT_TAKEN = ("ERR", "MIS")
+# Besides those, the busiest lines of each repetition are named (a device's IRQ that a
+# change moved: virtio0-input, nvme0q1), at most this many, each at least this rate.
+BUSIEST_SHOWN = 6
+BUSIEST_MIN_PER_S = 1.0
 
 
 class Interrupts(CounterMonitor):
     name = "interrupts"
-    summary = "interrupts per second: all, local timer, rescheduling and function-call IPIs, TLB shootdowns"
+    summary = ("interrupts per second: all, per CPU, local timer, rescheduling and function-call IPIs, TLB "
+               "shootdowns, and the busiest other lines by name")
     metrics = (_neutral("interrupts.total", "/s", "every interrupt line, all CPUs"),
                *(_neutral(f"interrupts.{line.lower()}", "/s", what) for line, what in INTERRUPT_LINES.items()))
+    sources = ("/proc/interrupts",)
 
     def check(self) -> None:
-        _readable(PROC / "interrupts", self.name, "a kernel without /proc/interrupts")
+        _readable(self.files, "/proc/interrupts", self.name, "a kernel without /proc/interrupts")
 
     def read(self) -> dict[str, int]:
-        rows = per_cpu_rows((PROC / "interrupts").read_text())
-        # ERR and MIS are single error counts, not interrupts taken.
-        return {**rows, "total": sum(v for k, v in rows.items() if k not in ("ERR", "MIS"))}
+        table = {name: counts for name, counts in per_cpu_table(self.files.read_text("/proc/interrupts")).items()
+                 if name not in NOT_TAKEN}
+        values = {f"line {name}": sum(counts) for name, counts in table.items()}
+        values["total"] = sum(values.values())
+        cpus = max((len(counts) for counts in table.values()), default=0)
+        for cpu in range(cpus):
+            values[f"cpu {cpu}"] = sum(counts[cpu] for counts in table.values() if len(counts) == cpus)
+        return values
 
     def measure(self, interval: Interval) -> list[Measurement]:
-        return interval.present_rates(tuple(zip(self.metrics, ["total", *INTERRUPT_LINES], strict=True)))
+        keys = ["total", *(f"line {line}" for line in INTERRUPT_LINES)]
+        found = interval.present_rates(tuple(zip(self.metrics, keys, strict=True)))
+        seconds = interval.seconds
+        common = interval.before.values.keys() & interval.after.values.keys()
+        for key in sorted((k for k in common if k.startswith("cpu ")), key=lambda k: int(k.split()[1])):
+            cpu = key.split()[1]
+            found.append(Measurement(_neutral(f"interrupts.cpu{cpu}", "/s", f"every interrupt line on CPU {cpu}"),
+                                     interval.delta(key) / seconds))
+        others = sorted(((interval.delta(k) / seconds, k.removeprefix("line ")) for k in common
+                         if k.startswith("line ") and k.removeprefix("line ") not in INTERRUPT_LINES), reverse=True)
+        for rate, line in others[:BUSIEST_SHOWN]:
+            if rate >= BUSIEST_MIN_PER_S:
+                found.append(Measurement(_neutral(f"interrupts.irq_{line.lower()}", "/s", f"interrupt line {line}"),
+                                         rate))
+        return found
 
 
 MEMINFO = ("MemAvailable", "Slab", "SUnreclaim", "PageTables", "AnonPages", "Shmem", "Dirty")
@@ -77,9 +111,10 @@ class Meminfo(CounterMonitor):
     name = "meminfo"
     summary = "memory at the end of each repetition: available, slab (unreclaimable), page tables, anon, dirty"
     metrics = tuple(_neutral(f"meminfo.{field.lower()}", "MiB", f"{field} at the end") for field in MEMINFO)
+    sources = ("/proc/meminfo",)
 
     def read(self) -> dict[str, int]:
-        return parse_key_values((PROC / "meminfo").read_text())
+        return parse_key_values(self.files.read_text("/proc/meminfo"))
 
     def measure(self, interval: Interval) -> list[Measurement]:
         return [Measurement(m, interval.after.values[f] / 1024)
@@ -94,14 +129,15 @@ class Psi(CounterMonitor):
     summary = "pressure stall information: % of the interval some or all tasks stalled on CPU, memory, I/O"
     metrics = tuple(_neutral(f"psi.{res}_{kind}_pct", "%", f"share of time {kind} tasks stalled on {res}")
                     for res, kind in PSI)
+    sources = ("/proc/pressure/cpu", "/proc/pressure/memory", "/proc/pressure/io")
 
     def check(self) -> None:
-        _readable(PROC / "pressure/cpu", self.name, "kernel built without CONFIG_PSI, or booted with psi=0")
+        _readable(self.files, "/proc/pressure/cpu", self.name, "kernel built without CONFIG_PSI, or booted with psi=0")
 
     def read(self) -> dict[str, int]:
         values = {}
         for resource in ("cpu", "memory", "io"):
-            for kind, total in pressure((PROC / "pressure" / resource).read_text()).items():
+            for kind, total in pressure(self.files.read_text(f"/proc/pressure/{resource}")).items():
                 values[f"{resource}_{kind}"] = total
         return values
 
@@ -119,9 +155,10 @@ class Netdev(CounterMonitor):
     summary = "network traffic per second, all interfaces (lo included): bytes, packets, drops"
     metrics = tuple(_neutral(f"netdev.{f}", "B/s" if f.endswith("bytes") else "/s", f"{f}, all interfaces")
                     for f in NETDEV)
+    sources = ("/proc/net/dev",)
 
     def read(self) -> dict[str, int]:
-        interfaces = net_dev((PROC / "net/dev").read_text())
+        interfaces = net_dev(self.files.read_text("/proc/net/dev"))
         return {f: sum(i.get(f, 0) for i in interfaces.values()) for f in NETDEV}
 
     def measure(self, interval: Interval) -> list[Measurement]:
@@ -138,12 +175,13 @@ class Diskstats(CounterMonitor):
         _neutral("diskstats.write_kib", "KiB/s", "data written"),
         _neutral("diskstats.await_ms", "ms", "mean time an I/O took, queue included"),
     )
+    # /sys/block lists whole disks only; each has a `dev` file, read to learn its name.
+    sources = ("/proc/diskstats", "/sys/block/*/dev")
 
     def read(self) -> dict[str, int]:
-        # Whole disks only (a partition's I/O is also its disk's); loop and zram devices
-        # are not disks a benchmark's data go to unless it made them.
-        devices = {p.name for p in (SYS / "block").iterdir()}
-        stats = disk_stats((PROC / "diskstats").read_text(), devices)
+        # Whole disks only (a partition's I/O is also its disk's).
+        devices = {path.split("/")[3] for path in self.files.glob("/sys/block/*/dev")}
+        stats = disk_stats(self.files.read_text("/proc/diskstats"), devices)
         return {f: sum(d[f] for d in stats.values())
                 for f in ("reads", "writes", "sectors_read", "sectors_written", "ms_reading", "ms_writing")}
 
@@ -163,39 +201,53 @@ class Diskstats(CounterMonitor):
 
 class Schedstat(CounterMonitor):
     name = "schedstat"
-    summary = "run-queue wait and timeslices per second, all CPUs (CONFIG_SCHEDSTATS)"
+    summary = "run-queue wait and timeslices per second, all CPUs and each CPU (CONFIG_SCHEDSTATS)"
     metrics = (
         _neutral("schedstat.wait_ms", "ms/s", "time tasks waited on a run queue, per second, all CPUs"),
         _neutral("schedstat.timeslices", "/s", "timeslices run, all CPUs"),
     )
+    sources = ("/proc/schedstat",)
 
     def check(self) -> None:
-        _readable(PROC / "schedstat", self.name, "kernel built without CONFIG_SCHEDSTATS")
+        _readable(self.files, "/proc/schedstat", self.name, "kernel built without CONFIG_SCHEDSTATS")
 
     def read(self) -> dict[str, int]:
-        return schedstat((PROC / "schedstat").read_text())
+        values = {}
+        for cpu, (_running, wait, slices) in schedstat(self.files.read_text("/proc/schedstat")).items():
+            values[f"{cpu} wait_ns"], values[f"{cpu} timeslices"] = wait, slices
+        values["wait_ns"] = sum(v for k, v in values.items() if k.endswith(" wait_ns"))
+        values["timeslices"] = sum(v for k, v in values.items() if k.endswith(" timeslices"))
+        return values
 
     def measure(self, interval: Interval) -> list[Measurement]:
         wait, slices = self.metrics
-        return [Measurement(wait, interval.delta("wait_ns") / 1e6 / interval.seconds),
-                Measurement(slices, interval.delta("timeslices") / interval.seconds)]
+        seconds = interval.seconds
+        found = [Measurement(wait, interval.delta("wait_ns") / 1e6 / seconds),
+                 Measurement(slices, interval.delta("timeslices") / seconds)]
+        cpus = sorted((k.split()[0] for k in interval.after.values if k.endswith(" wait_ns")),
+                      key=lambda cpu: int(cpu.removeprefix("cpu")))
+        for cpu in cpus:
+            if f"{cpu} wait_ns" in interval.before.values:
+                metric = _neutral(f"schedstat.{cpu}.wait_ms", "ms/s", f"time tasks waited on {cpu}'s run queue")
+                found.append(Measurement(metric, interval.delta(f"{cpu} wait_ns") / 1e6 / seconds))
+        return found
 
 
 class Cpufreq(CounterMonitor):
     name = "cpufreq"
     summary = "mean CPU frequency at the start and end of each repetition, where cpufreq exists"
     metrics = (_neutral("cpufreq.mean_mhz", "MHz", "scaling_cur_freq averaged over CPUs and the two ends"),)
+    sources = ("/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq",)
 
     def check(self) -> None:
-        if not self._files():
-            raise MonitorUnavailable("cpufreq: no /sys/devices/system/cpu/cpu*/cpufreq (common in VMs)")
-
-    def _files(self) -> list[Path]:
-        return sorted((SYS / "devices/system/cpu").glob("cpu[0-9]*/cpufreq/scaling_cur_freq"))
+        if not self.files.glob(self.sources[0]):
+            raise MonitorUnavailable(
+                f"cpufreq: no /sys/devices/system/cpu/cpu*/cpufreq on {self.files.where} (common in VMs)"
+            )
 
     def read(self) -> dict[str, int]:
-        files = self._files()
-        return {"khz": sum(int(f.read_text()) for f in files) // max(len(files), 1)}
+        paths = self.files.glob(self.sources[0])
+        return {"khz": sum(int(self.files.read_text(p)) for p in paths) // max(len(paths), 1)}
 
     def measure(self, interval: Interval) -> list[Measurement]:
         (mean,) = self.metrics
@@ -215,12 +267,13 @@ class Slabinfo(CounterMonitor):
         _neutral("slabinfo.active_mib", "MiB", "active objects' bytes, all caches, at the end"),
         _neutral("slabinfo.total_mib", "MiB", "allocated objects' bytes, all caches, at the end"),
     )
+    sources = ("/proc/slabinfo",)
 
     def check(self) -> None:
-        _readable(PROC / "slabinfo", self.name, "kernel without CONFIG_SLUB_DEBUG or /proc/slabinfo")
+        _readable(self.files, "/proc/slabinfo", self.name, "kernel without CONFIG_SLUB_DEBUG or /proc/slabinfo")
 
     def read(self) -> dict[str, int]:
-        caches = slabinfo((PROC / "slabinfo").read_text())
+        caches = slabinfo(self.files.read_text("/proc/slabinfo"))
         values = {f"active {name}": active for name, (active, _) in caches.items()}
         values["active"] = sum(active for active, _ in caches.values())
         values["total"] = sum(total for _, total in caches.values())
@@ -249,18 +302,18 @@ class Numastat(CounterMonitor):
     name = "numastat"
     summary = "NUMA page allocations per second, all nodes: hits, misses, local and remote"
     metrics = tuple(_neutral(f"numastat.{f}", "pages/s", f"{f} allocations, all nodes") for f in NUMASTAT)
-
-    def _files(self) -> list[Path]:
-        return sorted((SYS / "devices/system/node").glob("node[0-9]*/numastat"))
+    sources = ("/sys/devices/system/node/node[0-9]*/numastat",)
 
     def check(self) -> None:
-        if not self._files():
-            raise MonitorUnavailable("numastat: no /sys/devices/system/node/node*/numastat (kernel without NUMA)")
+        if not self.files.glob(self.sources[0]):
+            raise MonitorUnavailable(
+                f"numastat: no /sys/devices/system/node/node*/numastat on {self.files.where} (kernel without NUMA)"
+            )
 
     def read(self) -> dict[str, int]:
         totals = dict.fromkeys(NUMASTAT, 0)
-        for path in self._files():
-            for field, value in parse_key_values(path.read_text()).items():
+        for path in self.files.glob(self.sources[0]):
+            for field, value in parse_key_values(self.files.read_text(path)).items():
                 if field in totals:
                     totals[field] += value
         return totals

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from perfline.monitors.counters import CounterMonitor, Interval, RateTable
 from perfline.records.metric import Direction, Measurement, Metric
 
-PROC_STAT = Path("/proc/stat")
+PROC_STAT = "/proc/stat"
 
 # Columns of the aggregate `cpu` line, in USER_HZ ticks. guest and guest_nice follow
 # but are already counted in user and nice, so they would count twice.
@@ -52,9 +50,10 @@ class ProcStat(CounterMonitor):
     name = "proc-stat"
     summary = "CPU user/sys/idle/iowait/irq/steal shares, context switches, interrupts, forks"
     metrics = tuple(metric for metric, _ in SHARES) + tuple(metric for metric, _ in RATES)
+    sources = (PROC_STAT,)
 
     def read(self) -> dict[str, int]:
-        return parse_proc_stat(PROC_STAT.read_text())
+        return parse_proc_stat(self.files.read_text(PROC_STAT))
 
     def measure(self, interval: Interval) -> list[Measurement]:
         # iowait (and on some kernels idle) can step backwards on NO_HZ systems;

@@ -7,19 +7,24 @@ another kernel version, a guest's) and the monitors stay a few lines each.
 from __future__ import annotations
 
 
-def per_cpu_rows(text: str) -> dict[str, int]:
-    """/proc/softirqs and /proc/interrupts: `NAME: n n n ... [description]` rows, summed
-    over the CPU columns (the header line says how many there are)."""
+def per_cpu_table(text: str) -> dict[str, list[int]]:
+    """/proc/softirqs and /proc/interrupts: `NAME: n n n ... [description]` rows → their
+    counts per CPU (the header line says how many CPU columns there are). Rows with a
+    single count (ERR, MIS) have one entry."""
     lines = text.splitlines()
     cpus = len(lines[0].split())
-    totals: dict[str, int] = {}
+    rows: dict[str, list[int]] = {}
     for line in lines[1:]:
         name, _, rest = line.partition(":")
-        fields = rest.split()
-        counts = [int(f) for f in fields[:cpus] if f.isdigit()]
+        counts = [int(f) for f in rest.split()[:cpus] if f.isdigit()]
         if counts:
-            totals[name.strip()] = sum(counts)
-    return totals
+            rows[name.strip()] = counts
+    return rows
+
+
+def per_cpu_rows(text: str) -> dict[str, int]:
+    """The rows of `per_cpu_table`, summed over the CPUs."""
+    return {name: sum(counts) for name, counts in per_cpu_table(text).items()}
 
 
 def pressure(text: str) -> dict[str, int]:
@@ -65,18 +70,16 @@ def disk_stats(text: str, devices: set[str]) -> dict[str, dict[str, int]]:
     return found
 
 
-def schedstat(text: str) -> dict[str, int]:
-    """/proc/schedstat (version 15+): per `cpuN` line the last three fields are time
-    running (ns), time waiting on the run queue (ns) and timeslices; summed over CPUs."""
-    totals = {"running_ns": 0, "wait_ns": 0, "timeslices": 0}
+def schedstat(text: str) -> dict[str, tuple[int, int, int]]:
+    """/proc/schedstat (version 15+): per `cpuN` line its last three fields, time running
+    (ns), time waiting on the run queue (ns) and timeslices → {"cpuN": (run, wait, slices)}."""
+    cpus = {}
     for line in text.splitlines():
         fields = line.split()
         if fields and fields[0].startswith("cpu") and len(fields) >= 4:
             running, wait, slices = (int(f) for f in fields[-3:])
-            totals["running_ns"] += running
-            totals["wait_ns"] += wait
-            totals["timeslices"] += slices
-    return totals
+            cpus[fields[0]] = (running, wait, slices)
+    return cpus
 
 
 def slabinfo(text: str) -> dict[str, tuple[int, int]]:

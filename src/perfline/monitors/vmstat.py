@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from perfline.monitors.counters import CounterMonitor, Interval, RateTable
 from perfline.records.metric import Direction, Measurement, Metric
 
-PROC_MEMINFO = Path("/proc/meminfo")
-PROC_VMSTAT = Path("/proc/vmstat")
+PROC_MEMINFO = "/proc/meminfo"
+PROC_VMSTAT = "/proc/vmstat"
 
 
 def _metric(name: str, unit: str, description: str) -> Metric:
@@ -48,11 +46,12 @@ class Vmstat(CounterMonitor):
     name = "vmstat"
     summary = "free memory and page cache, page faults, swapping and block paging rates"
     metrics = tuple(metric for metric, _ in LEVELS) + tuple(metric for metric, _ in RATES)
+    sources = (PROC_MEMINFO, PROC_VMSTAT)
 
     def read(self) -> dict[str, int]:
         # The two files use distinct names (MemFree vs pgfault), so one namespace holds both.
-        return parse_key_values(PROC_MEMINFO.read_text()) | parse_key_values(
-            PROC_VMSTAT.read_text()
+        return parse_key_values(self.files.read_text(PROC_MEMINFO)) | parse_key_values(
+            self.files.read_text(PROC_VMSTAT)
         )
 
     def measure(self, interval: Interval) -> list[Measurement]:

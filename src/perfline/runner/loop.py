@@ -21,6 +21,7 @@ from perfline.benchmarks import (
 )
 from perfline.benchmarks.base import CommandBenchmark
 from perfline.monitors import MONITORS, Monitor, MonitorUnavailable, ProfilingMonitor
+from perfline.monitors.files import HOST, SystemFiles
 from perfline.records.fingerprint import Fingerprint
 from perfline.records.job import AUTO_MIN_REPEAT, Case
 from perfline.records.metric import Measurement, Metric
@@ -109,6 +110,9 @@ class CaseRun:
         self.settings: dict[str, Any] = dict(settings or {})
         self.benchmark_cls = BENCHMARKS.get(case.benchmark)
         self.monitors: list[Monitor] = []
+        # The files those monitors read: this host's, or those of the VM `_watched` booted.
+        self._files: SystemFiles = HOST
+        self._watched: Benchmark | None = None
         self.values: list[float] = []  # the primary metric, for the adaptive run count
         self.primary: Metric | None = None
         self.done = 0
@@ -121,7 +125,8 @@ class CaseRun:
         self._tuned_per_step = False
 
     def __enter__(self) -> Self:
-        self.monitors = self._available_monitors()
+        if self.case.vm is None:
+            self.monitors = self._available_monitors(HOST)
         refused: TunableError | None = None
         tuned: dict[str, dict[str, str]] = {}
         if not self.tune_per_step:
@@ -181,11 +186,14 @@ class CaseRun:
         observed: list[Measurement] = []
 
         def monitored(bench: Benchmark) -> list[Measurement]:
+            self._watch(bench)
             with ExitStack() as cleanup:
+                self._files.refresh()
                 for monitor in self.monitors:
                     cleanup.callback(monitor.close)
                     monitor.start()
                 values = self._run_once(bench)
+                self._files.refresh()
                 observed.extend(m for monitor in self.monitors for m in monitor.stop())
             return values
 
@@ -308,22 +316,39 @@ class CaseRun:
             self._own_failure = exc
             raise
 
-    def _available_monitors(self) -> list[Monitor]:
-        """The case's monitors; one this system cannot support is skipped loudly.
+    def _watch(self, bench: Benchmark) -> None:
+        """For a case in a VM, once its VM is up: the monitors, reading the guest's files
+        (a benchmark set up per step boots a VM per step, each watched anew)."""
+        if not isinstance(bench, GuestBenchmark) or bench is self._watched:
+            return
+        sources = (pattern for name in self.case.monitors for pattern in MONITORS.get(name).sources)
+        self._files = bench.files(sources)
+        self._files.refresh()
+        self._watched = bench
+        self.monitors = self._available_monitors(self._files)
+        self.save_settings()
+
+    def _available_monitors(self, files: SystemFiles) -> list[Monitor]:
+        """The case's monitors of the system whose files these are; one that system
+        cannot support is skipped loudly.
 
         A missing monitor loses context, not results, so the benchmark still runs; the
-        skip is printed and stored in the run's settings.
+        skip is printed and stored in the run's settings (once, for VMs booted per step).
         """
         monitors = []
+        skipped = self.settings.setdefault("monitors_skipped", [])
         for name in self.case.monitors:
-            monitor = MONITORS.get(name)()
             try:
+                monitor = MONITORS.get(name).on(files)
                 monitor.check()
             except MonitorUnavailable as exc:
-                self.ctx.observer.warning(f"monitor {name} skipped: {exc}")
-                self.settings.setdefault("monitors_skipped", []).append(f"{name}: {exc}")
+                if (line := f"{name}: {exc}") not in skipped:
+                    self.ctx.observer.warning(f"monitor {name} skipped: {exc}")
+                    skipped.append(line)
                 continue
             monitors.append(monitor)
+        if not skipped:
+            del self.settings["monitors_skipped"]
         return monitors
 
 

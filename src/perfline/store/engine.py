@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +19,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from perfline.records.errors import UserError
 from perfline.system.patience import patiently
 from perfline.system.signals import signals_held
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -84,10 +87,25 @@ def connect(url: str, outage_wait_s: float = 0.0) -> Engine:
 
 
 def _patient_connect(wait_s: float) -> Callable[..., Any]:
+    # Said once per outage, as the fleet queue says its own: a worker's writes can ride
+    # out a restart entirely in here, and its log should still show that it waited.
+    waiting = False
+
+    def lost(exc: BaseException) -> None:
+        nonlocal waiting
+        if not waiting:
+            log.warning("store: the database does not answer (%s); waiting", str(exc).strip().splitlines()[0])
+        waiting = True
+
     def do_connect(dialect: Any, _record: Any, cargs: tuple[Any, ...], cparams: dict[str, Any]) -> Any:
+        nonlocal waiting
         dbapi = dialect.loaded_dbapi
-        return patiently(lambda: dbapi.connect(*cargs, **cparams),
-                         lambda exc: isinstance(exc, dbapi.OperationalError), wait_s)
+        connection = patiently(lambda: dbapi.connect(*cargs, **cparams),
+                               lambda exc: isinstance(exc, dbapi.OperationalError), wait_s, lost)
+        if waiting:
+            waiting = False
+            log.warning("store: the database answers again")
+        return connection
 
     return do_connect
 

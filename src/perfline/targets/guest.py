@@ -11,8 +11,9 @@ sysctls, with this host's identity and CPU model, and the accelerator that ran i
 from __future__ import annotations
 
 import base64
+import fnmatch
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from perfline.benchmarks.base import (
     CommandBenchmark,
     CommandOutput,
 )
+from perfline.monitors.files import SystemFiles
 from perfline.records.fingerprint import Fingerprint
 from perfline.records.job import Case
 from perfline.records.metric import Measurement
@@ -150,6 +152,11 @@ class GuestBenchmark(Benchmark):
     def fingerprint(self) -> Fingerprint | None:
         return self._fingerprint
 
+    def files(self, patterns: Iterable[str]) -> GuestFiles:
+        """The guest's files for monitors that read these (shell patterns)."""
+        assert self._vm is not None, "the VM boots in setup"
+        return GuestFiles(self._vm, patterns)
+
     def _run(self, argv: list[str], timeout: float | None) -> tuple[CommandOutput, int]:
         assert self._vm is not None
         try:
@@ -202,15 +209,65 @@ class GuestBenchmark(Benchmark):
 
 def unpack_facts(output: str, root: Path) -> None:
     """Recreate under `root` the files FACTS_SCRIPT printed as `path:line` lines."""
+    for path, text in grep_files(output).items():
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if path == f"{PACKED_CONFIG}.base64":
+            root.joinpath(PACKED_CONFIG.lstrip("/")).write_bytes(base64.b64decode(text))
+        else:
+            target.write_text(text)
+
+
+def grep_files(output: str) -> dict[str, str]:
+    """The files `grep -H ''` printed as `path:line` lines, by path (an empty file prints
+    nothing, so it is missing here)."""
     contents: dict[str, list[str]] = {}
     for line in output.splitlines():
         path, sep, text = line.partition(":")
         if sep and path.startswith("/"):
             contents.setdefault(path, []).append(text)
-    for path, lines in contents.items():
-        target = root / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if path == f"{PACKED_CONFIG}.base64":
-            root.joinpath(PACKED_CONFIG.lstrip("/")).write_bytes(base64.b64decode("".join(lines)))
-        else:
-            target.write_text("\n".join(lines) + "\n")
+    return {path: "\n".join(lines) + "\n" for path, lines in contents.items()}
+
+
+class GuestFiles(SystemFiles):
+    """The guest kernel's files, as the monitors of a case in a VM read them: every file
+    they read is fetched in one request at each look (a request costs a round trip to
+    the agent, tens of ms under TCG), and timed by the guest's own clock."""
+
+    where = "the guest"
+
+    def __init__(self, vm: Vm, patterns: Iterable[str]) -> None:
+        self._vm = vm
+        # Unquoted: the guest's shell expands the patterns; one that matches nothing stays
+        # as written and grep -s and ls pass over it, so the file reads as missing. grep
+        # prints nothing of an empty file (/proc/diskstats without disks), so `ls` says
+        # which files exist, each on a line marked `=`, which no path begins with.
+        files = " ".join(sorted(set(patterns)))
+        self._script = f"grep -sH '' {files}; ls -d {files} 2>/dev/null | sed 's/^/=/'; true"
+        self._files: dict[str, str] = {}
+        self._taken = 0.0
+
+    def refresh(self) -> None:
+        try:
+            result = self._vm.run(["/bin/sh", "-c", self._script], FACTS_TIMEOUT_S)
+        except GuestFailed as exc:
+            raise BenchmarkFailed(f"reading the guest's files for the monitors: {exc}", exc.console_tail) from exc
+        output = result.stdout.decode(errors="replace")
+        texts = grep_files(output)
+        present = (line[1:] for line in output.splitlines() if line.startswith("="))
+        self._files = {path: texts.get(path, "") for path in present}
+        # The files were read between the two stamps; the middle is off by at most half
+        # of a read that takes milliseconds, against repetitions of seconds.
+        self._taken = (result.started_at + result.ended_at) / 2
+
+    def read_text(self, path: str) -> str:
+        try:
+            return self._files[path]
+        except KeyError:
+            raise FileNotFoundError(path) from None
+
+    def glob(self, pattern: str) -> list[str]:
+        return sorted(path for path in self._files if fnmatch.fnmatchcase(path, pattern))
+
+    def now(self) -> float:
+        return self._taken

@@ -79,7 +79,13 @@ class GuestResult:
     status: int
     stdout: bytes
     stderr: bytes
-    elapsed_s: float
+    # The guest's wall clock (seconds since the epoch) before and after the command.
+    started_at: float
+    ended_at: float
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.ended_at - self.started_at
 
 
 def kvm_usable() -> bool:
@@ -205,7 +211,7 @@ class Vm:
                 err.append(base64.b64decode(payload))
             elif kind == "done":
                 status, start, end = payload.split()
-                return GuestResult(int(status), b"".join(out), b"".join(err), float(end) - float(start))
+                return GuestResult(int(status), b"".join(out), b"".join(err), float(start), float(end))
 
     def console_tail(self, lines: int = 40) -> str:
         try:
