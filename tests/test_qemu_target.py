@@ -458,3 +458,43 @@ def test_monitors_read_the_guests_files(debian_61: kernels.Kernel, tmp_path: Pat
     # perf's events count this host's CPUs, which would be the emulator's work.
     assert "perf-stat: measures this host, not the guest" in proc.stderr
     assert not any(m.startswith("perf-stat.") for m in metrics)
+
+
+# In a one-CPU guest, each repetition: loopback pings (netdev, NET_RX), a 32 MiB file
+# kept in the initramfs's tmpfs (meminfo Shmem grows by it each repetition), 5000 new
+# files (dentry and inode slab caches), and two busy loops on the one CPU (CPU pressure).
+GUEST_WORKLOAD = (
+    "ip link set lo up; ping -c 100 -i 0.005 127.0.0.1 >/dev/null; "
+    "dd if=/dev/zero of=/tmp/keep.$$ bs=1M count=32 2>/dev/null; "
+    "mkdir /tmp/d.$$ && cd /tmp/d.$$ && i=0; while [ $i -lt 5000 ]; do : > f$i; i=$((i+1)); done; "
+    "(while :; do :; done) & a=$!; (while :; do :; done) & b=$!; sleep 1; kill $a $b; echo 1"
+)
+
+
+@pytest.mark.slow
+@vm
+def test_every_file_monitor_moves_with_its_workload_in_a_guest(debian_61: kernels.Kernel, tmp_path: Path) -> None:
+    monitors = ("proc-stat", "vmstat", "softirqs", "interrupts", "meminfo", "psi", "netdev", "diskstats",
+                "schedstat", "cpufreq", "slabinfo", "numastat", "pace")
+    proc = perfline(
+        tmp_path / "db", "run", "command", "-p", f"cmd={GUEST_WORKLOAD}", "--repeat", "3", "--warmup", "0",
+        "--target", "qemu", "--kernel", "debian-6.1", "--vm-cpus", "1", "--vm-memory", "512", "--accel", "tcg",
+        "--json", *(arg for name in monitors for arg in ("--monitor", name)),
+    )
+    [run] = json.loads(proc.stdout)
+    assert run["status"] == "completed", run["error"]
+    by_rep: dict[str, list[float]] = {}
+    for sample in sorted(run["samples"], key=lambda s: s["repetition"]):
+        by_rep.setdefault(sample["metric"], []).append(sample["value"])
+    mean = {metric: sum(values) / len(values) for metric, values in by_rep.items()}
+    assert mean["netdev.rx_packets"] > 20 and mean["softirqs.net_rx"] > 5
+    shmem = by_rep["meminfo.shmem"]
+    assert all(25 < later - earlier < 40 for earlier, later in zip(shmem, shmem[1:], strict=False)), shmem
+    assert any(m.startswith("slabinfo.") and m.endswith(".active_kib") for m in mean), sorted(mean)
+    assert mean["psi.cpu_some_pct"] > 10
+    assert mean["proc-stat.idle_pct"] < 50
+    for present in ("diskstats.reads", "schedstat.wait_ms", "interrupts.cpu0", "numastat.numa_hit",
+                    "vmstat.pgfault", "pace.slowdown"):
+        assert present in mean, present
+    # No cpufreq in a TCG guest: said, naming the guest, and the run goes on.
+    assert "cpufreq: no /sys/devices/system/cpu/cpu*/cpufreq on the guest" in proc.stderr
