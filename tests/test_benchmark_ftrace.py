@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from perfline.benchmarks import BENCHMARKS, BenchmarkUnavailable
+from perfline.benchmarks import BENCHMARKS, BenchmarkFailed, BenchmarkUnavailable
+from perfline.benchmarks.base import CommandOutput
 from perfline.benchmarks.ftrace_switch import FtraceSwitch, parse_tracers
 from perfline.benchmarks.tracefs import SECURITYFS, TRACEFS, lockdown_mode
 from perfline.system.journal import own_journal
@@ -144,3 +145,50 @@ def test_tracefs_mounted_only_for_the_run(tmp_path: Path, tracers: str) -> None:
         assert "EPERM" in str(exc)
     assert is_mounted("tracefs", TRACEFS) is tracefs_before
     assert is_mounted("securityfs", SECURITYFS) is securityfs_before
+
+
+# -- the loop itself, and its hand-off to a VM guest (no tracefs needed) ----------------
+
+
+def fake_tracefs(root: Path) -> Path:
+    """A directory with the files the loop writes, each holding a value no cycle ends in."""
+    root.mkdir()
+    (root / "current_tracer").write_text("blk\n")
+    (root / "tracing_on").write_text("1\n")
+    return root
+
+
+def in_guest(bench: FtraceSwitch, where: Path, listing: str, mounted: bool = True) -> None:
+    """What GuestBenchmark does after boot: the guest set-up's output handed over."""
+    first = f"{where} mounted" if mounted else str(where)
+    bench.guest_ready(CommandOutput(f"{first}\n{listing}\n", "", 0.1))
+
+
+def test_guest_set_up_checks_the_guests_tracers_and_the_loop_writes_in_the_seeds_order(tmp_path: Path) -> None:
+    """The guest's listing decides, and the loop is the seed's: the last writes are
+    `nop`, then tracing_on 1, then 0 (run here by /bin/sh on a directory of plain files)."""
+    tracefs = fake_tracefs(tmp_path / "tracing")
+    bench = FtraceSwitch({"iterations": 2, "tracers": "function,nop"}, tmp_path)
+    assert bench.guest_setup().argv[-1] == "available_tracers"
+    assert bench.executables() == []  # the guest's own shell runs the loop
+    in_guest(bench, tracefs, "blk function nop")
+    assert bench.guest_settings() == {"tracefs": str(tracefs), "tracefs_mounted_by_perfline": True}
+    [seconds] = bench.parse(bench.run_here(bench.guest_argv(), bench.timeout()))
+    assert seconds.metric.name == "ftrace-switch.seconds" and seconds.value > 0
+    assert (tracefs / "current_tracer").read_text() == "nop\n"
+    assert (tracefs / "tracing_on").read_text() == "0\n"
+    # A tracer the guest's kernel lacks is named before any repetition, as on a host.
+    with pytest.raises(BenchmarkUnavailable, match="function not in available_tracers"):
+        in_guest(FtraceSwitch({"tracers": "function,nop"}, tmp_path), tracefs, "blk nop", mounted=False)
+
+
+def test_a_refused_write_stops_the_loop_with_the_shells_message(tmp_path: Path) -> None:
+    tracefs = fake_tracefs(tmp_path / "tracing")
+    (tracefs / "current_tracer").unlink()
+    (tracefs / "current_tracer").mkdir()  # a write to it fails, as a refused one does
+    bench = FtraceSwitch({"iterations": 3, "tracers": "function,nop"}, tmp_path)
+    in_guest(bench, tracefs, "function nop")
+    with pytest.raises(BenchmarkFailed, match="ftrace-switch: writing to tracefs failed") as info:
+        bench.run_once()
+    assert "current_tracer" in info.value.output_tail
+    assert (tracefs / "tracing_on").read_text() == "1\n"  # stopped at the first write

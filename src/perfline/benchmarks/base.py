@@ -172,6 +172,10 @@ class CommandBenchmark(Benchmark):
     its output handed to `guest_ready`, then each repetition runs `guest_argv`.
     """
 
+    # True when the command changes kernel state this process journaled: a SIGKILLed
+    # perfline takes the command along, so the next command's restore is not undone.
+    tied: ClassVar[bool] = False
+
     @abstractmethod
     def argv(self) -> list[str]:
         """The command of one repetition on this host. Unless the benchmark needs a
@@ -217,7 +221,7 @@ class CommandBenchmark(Benchmark):
         started = time.perf_counter()
         env = None if self.tree is None else {**os.environ, TREE_ENV: str(self.tree)}
         try:
-            proc = run(argv, timeout=timeout, cwd=self.tree or self.workdir, env=env)
+            proc = run(argv, timeout=timeout, cwd=self.tree or self.workdir, env=env, tied=self.tied)
         except CommandFailed as exc:
             raise self.failure(str(exc), exc.output_tail) from exc
         return CommandOutput(proc.stdout, proc.stderr, time.perf_counter() - started)

@@ -56,9 +56,11 @@ class FtraceEvents(TracefsCycle):
     def event(self) -> str:
         return event_path(str(self.values["event"]))
 
-    def prepare(self) -> tuple[str, list[str]]:
+    listing = "available_events"
+
+    def prepare(self, listing: str) -> tuple[str, list[str]]:
         event = self.event
-        available = parse_available_events(self.read("available_events"))
+        available = parse_available_events(listing)
         if event not in available:
             close = difflib.get_close_matches(event, available, n=3, cutoff=0.6)
             hint = f"did you mean {' or '.join(close)}?" if close else "see available_events"

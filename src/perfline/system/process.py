@@ -78,11 +78,14 @@ def run(
     timeout: float | None = None,
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
+    tied: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run to completion; raise CommandFailed with the output tail on failure or timeout."""
+    """Run to completion; raise CommandFailed with the output tail on failure or timeout.
+    `tied`: the command dies with perfline (die_with_perfline; call from the main thread)."""
     try:
         proc = subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env, check=False
+            list(argv), capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env, check=False,
+            preexec_fn=die_with_perfline() if tied else None,
         )
     except subprocess.TimeoutExpired as exc:
         output = _as_text(exc.stderr) or _as_text(exc.stdout)
