@@ -305,3 +305,72 @@ def test_kernel_bisection_boots_each_build_and_finds_the_commit(
     [culprit_log] = (cache / "bisect").glob(f"*/kernels/*/{shas[CULPRIT]}/{kernel.LOG_NAME}")
     assert "perfline: exit status 0" in culprit_log.read_text()
     assert not list((cache / "bisect").glob("*/*/.git")), "a worktree was left after its build"
+
+
+# The stand-in tree again, built out of tree as `make -C TREE O=DIR` builds a kernel.
+OUT_OF_TREE_MAKEFILE = """\
+O ?= .
+olddefconfig:
+\ttest -f $(O)/.config
+\techo '# olddefconfig ran with CC=$(CC)' >> $(O)/.config
+
+bzImage:
+\ttest -f $(O)/.config
+\tmkdir -p $(O)/arch/x86/boot
+\tcp "$$(cat IMAGE)" $(O)/arch/x86/boot/bzImage
+
+.PHONY: olddefconfig bzImage
+"""
+
+
+def test_kernels_build_builds_out_of_tree_and_registers_the_image(tmp_path: Path, cache: Path) -> None:
+    tree = tmp_path / "linux"
+    kernel_tree(tree, [fake_bzimage(tmp_path / "image", "6.1.99-built")])
+    (tree / "Makefile").write_text(OUT_OF_TREE_MAKEFILE)
+    slab, slub = tmp_path / "slab.config", tmp_path / "slub.config"
+    slab.write_text("CONFIG_SLAB=y\n")
+    slub.write_text("CONFIG_SLUB=y\n")
+    db = tmp_path / "db"
+    for config, name in ((slab, "k-slab"), (slub, "k-slub")):
+        proc = perfline(db, "kernels", "build", str(tree), "--config", str(config), "--name", name)
+        assert "6.1.99-built" in proc.stdout
+    # Each config built in its own directory; the tree itself is left clean.
+    assert not (tree / ".config").exists() and not (tree / "arch" / "x86" / "boot").exists()
+    registered = {k.name: k for k in kernels.list_kernels()}
+    assert registered["k-slab"].config().startswith("CONFIG_SLAB=y\n# olddefconfig ran with CC=")
+    assert registered["k-slub"].config().startswith("CONFIG_SLUB=y\n")
+    assert len(list((cache / "builds").iterdir())) == 2
+
+
+@pytest.mark.parametrize(("setup", "message", "status"), [
+    ("not-a-tree", "not a Linux kernel source tree (no Kconfig, arch/x86/Kconfig)", 2),
+    ("no-config", "no such file", 2),
+    ("dirty", "has a .config: an out-of-tree build needs a clean tree", 2),
+    ("taken", "registered already; give --replace", 2),
+    ("failing", "failed (status 2; the whole log is", 1),
+])
+def test_kernels_build_refuses_bad_input_in_one_line(
+    tmp_path: Path, cache: Path, setup: str, message: str, status: int
+) -> None:
+    tree = tmp_path / "linux"
+    kernel_tree(tree, [fake_bzimage(tmp_path / "image", "6.1.99-built")])
+    (tree / "Makefile").write_text(OUT_OF_TREE_MAKEFILE)
+    config = tmp_path / "my.config"
+    config.write_text("CONFIG_X=y\n")
+    if setup == "not-a-tree":
+        (tree / "Kconfig").unlink()
+        (tree / "arch" / "x86" / "Kconfig").unlink()
+    elif setup == "no-config":
+        config.unlink()
+    elif setup == "dirty":
+        (tree / ".config").write_text("CONFIG_X=y\n")
+    elif setup == "taken":
+        kernels.add_image(fake_bzimage(tmp_path / "other", "6.1.0-other"), "k")
+    elif setup == "failing":
+        (tree / "IMAGE").write_text(f"{tmp_path / 'missing'}\n")
+    proc = perfline(tmp_path / "db", "kernels", "build", str(tree), "--config", str(config), "--name", "k",
+                    check=False)
+    assert proc.returncode == status, proc.stderr
+    assert proc.stderr.startswith("error: ") and message in proc.stderr
+    if status == 2:
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

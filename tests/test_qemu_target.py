@@ -164,7 +164,7 @@ def test_compare_treats_another_accelerator_as_another_machine() -> None:
 JOB_ERRORS = [
     ("benchmark: rcu-gp\ntarget: qemu\nkernel: no-such\n", 3, "unknown kernel 'no-such'"),
     ("benchmark: rcu-gp\nkernel: debian-6.1\n", 2, "kernel applies only to `target: qemu`"),
-    ("benchmark: tbench\ntarget: qemu\nkernel: debian-6.1\n", 2, "cannot run with target qemu"),
+    ("benchmark: migration-cost\ntarget: qemu\nkernel: debian-6.1\n", 2, "cannot run with target qemu"),
     (
         "benchmark: rcu-gp\ntarget: qemu\nkernel: debian-6.1\ntunables:\n  sysctl: {vm.swappiness: 1}\n",
         5,
@@ -498,3 +498,22 @@ def test_every_file_monitor_moves_with_its_workload_in_a_guest(debian_61: kernel
         assert present in mean, present
     # No cpufreq in a TCG guest: said, naming the guest, and the run goes on.
     assert "cpufreq: no /sys/devices/system/cpu/cpu*/cpufreq on the guest" in proc.stderr
+
+
+@vm
+def test_tbench_runs_client_and_server_in_the_guest(debian_61: kernels.Kernel, tmp_path: Path) -> None:
+    """tbench and tbench_srv packed into the initramfs with dbench's loadfile; the loopback
+    traffic they make is the guest's (netdev reads the guest's /proc/net/dev)."""
+    proc = perfline(
+        tmp_path / "db", "run", "tbench", "-p", "clients=2", "-p", "duration=3", "--repeat", "1", "--warmup", "0",
+        "--target", "qemu", "--kernel", "debian-6.1", "--vm-cpus", "2", "--accel", "tcg", "--monitor", "netdev",
+        "--json",
+    )
+    [run] = json.loads(proc.stdout)
+    assert run["status"] == "completed", run["error"]
+    summary = run["summary"]
+    throughput = summary["tbench.throughput"]["mean"]
+    assert throughput > 0
+    # tbench's MB are 2^20 bytes, counted one way; the loopback carries each byte out and in.
+    assert summary["netdev.rx_bytes"]["mean"] > 0.5 * throughput * 2**20
+    assert run["fingerprint"]["target"] == "qemu"

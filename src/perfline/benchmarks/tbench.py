@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfline.benchmarks.base import (
-    Benchmark,
     BenchmarkFailed,
     BenchmarkUnavailable,
+    CommandBenchmark,
+    CommandOutput,
+    GuestSetup,
     Param,
 )
 from perfline.records.metric import Direction, Measurement, Metric
@@ -32,6 +34,20 @@ SERVER_READY_TIMEOUT = 10.0
 SERVER_STOP_TIMEOUT = 5.0
 # A client that cannot connect makes tbench wait 30 s before it gives up.
 CLIENT_START_GRACE = 60
+# tbench's default loadfile, compiled in: the operations each client replays.
+LOADFILE = Path("/usr/share/dbench/client.txt")
+# In a guest: loopback up, the server in its own session (it outlives the set-up
+# request, and the VM's power-off ends it), then wait until it listens: port 7003 is
+# 1B5B in /proc/net/tcp, state 0A is LISTEN. Busybox has no `nc -z` to ask instead.
+GUEST_SETUP = f"""ip link set lo up || exit 1
+setsid "$1" > /tmp/tbench_srv.log 2>&1 < /dev/null &
+waited=0
+until grep -q ':{PORT:04X} 00000000:0000 0A' /proc/net/tcp; do
+    [ "$waited" -lt 100 ] || {{ echo "tbench_srv did not listen on port {PORT}:"; cat /tmp/tbench_srv.log; exit 1; }}
+    sleep 0.1
+    waited=$((waited + 1))
+done
+"""
 
 _RESULT = re.compile(
     r"^Throughput ([0-9.eE+-]+) MB/sec.*\s(\d+) clients\s.*max_latency=([0-9.]+) ms\s*$",
@@ -85,7 +101,7 @@ def _accepts_connections() -> bool:
     return True
 
 
-class Tbench(Benchmark):
+class Tbench(CommandBenchmark):
     name = "tbench"
     # tbench_srv always listens on port 7003, so two servers cannot run at once.
     exclusive = True
@@ -100,7 +116,7 @@ class Tbench(Benchmark):
     )
     packages = ("dbench",)
 
-    _tbench: str
+    _tbench = "tbench"
     _server: subprocess.Popen[bytes] | None = None
 
     def setup(self) -> None:
@@ -154,18 +170,37 @@ class Tbench(Benchmark):
             raise BenchmarkFailed(
                 "tbench_srv is no longer running", tail(self._log_path.read_text(errors="replace"))
             )
-        duration = int(self.values["duration"])
-        argv = [self._tbench, "-t", str(duration), str(self.values["clients"]), "127.0.0.1"]
-        output = self._run_client(argv, timeout=2 * duration + CLIENT_START_GRACE)
+        output = self._run_client(self.argv(), self.timeout())
+        return self.parse(CommandOutput(output, "", 0.0))
+
+    def argv(self) -> list[str]:
+        return [self._tbench, "-t", str(self.values["duration"]), str(self.values["clients"]), "127.0.0.1"]
+
+    def timeout(self) -> float:
+        return 2 * int(self.values["duration"]) + CLIENT_START_GRACE
+
+    def parse(self, output: CommandOutput) -> list[Measurement]:
+        text = output.stdout + output.stderr
         try:
-            result = parse_tbench(output)
+            result = parse_tbench(text)
         except ValueError as exc:
-            raise BenchmarkFailed(f"tbench: {exc}", tail(output)) from exc
+            raise BenchmarkFailed(f"tbench: {exc}", tail(text)) from exc
         throughput, latency = self.metrics
         return [
             Measurement(throughput, result.throughput_mb_s),
             Measurement(latency, result.max_latency_ms),
         ]
+
+    def executables(self) -> list[Path]:
+        # The loadfile is read, not run; packed at its path all the same.
+        return [Path(require_tool(tool, "dbench")) for tool in ("tbench", "tbench_srv")] + [LOADFILE]
+
+    def guest_setup(self) -> GuestSetup:
+        server = require_tool("tbench_srv", "dbench")  # packed at this host's path
+        return GuestSetup(["sh", "-c", GUEST_SETUP, "tbench-setup", server], SERVER_READY_TIMEOUT + 30)
+
+    def guest_argv(self) -> list[str]:
+        return [require_tool("tbench", "dbench"), *self.argv()[1:]]
 
     def _run_client(self, argv: list[str], timeout: float) -> str:
         """tbench's output (stdout and stderr).

@@ -21,7 +21,6 @@ command, so the builder builds again.
 from __future__ import annotations
 
 import hashlib
-import shlex
 import shutil
 from collections.abc import Callable
 from dataclasses import replace
@@ -34,38 +33,14 @@ from perfline.jobs.vm import check_guest_job
 from perfline.records.errors import UserError
 from perfline.records.job import Case, JobError, VmSpec
 from perfline.system.process import require_tool
+from perfline.targets.kernel_build import IMAGE, LOG_NAME, TREE_FILES, build_script
 from perfline.targets.kernels import Kernel, add_image
 from perfline.targets.qemu import QEMU, QEMU_PACKAGE
 
-LOG_NAME = "perfline-build.log"
-IMAGE = Path("arch/x86/boot/bzImage")
 # What a build keeps of its worktree, under these names.
 KEPT_IMAGE, KEPT_CONFIG = "bzImage", "config"
-# Files a tree must have at the good commit to be taken for a kernel tree.
-TREE_FILES = ("Makefile", "Kconfig", "arch/x86/Kconfig")
 # The placeholder kernel of a local job's VM; every probe replaces it with its build.
 UNSET = "unset"
-
-# The build, run by `sh -c` in the commit's worktree. ccache keys include the working
-# directory when compiling with -g (the default of a distribution config); every commit
-# has its own worktree, so without CCACHE_NOHASHDIR no object would ever be reused.
-SCRIPT = """\
-cp {config} .config || exit 1
-if command -v ccache >/dev/null 2>&1; then
-    set -- CC="ccache gcc"
-    export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
-fi
-{{
-    echo "perfline: make olddefconfig $*"
-    make olddefconfig "$@" &&
-    echo "perfline: make -j$(nproc) bzImage $*" &&
-    make -j"$(nproc)" bzImage "$@"
-}} >{log} 2>&1
-status=$?
-echo "perfline: exit status $status" >>{log}
-tail -n 60 {log}
-exit $status
-"""
 
 
 class KernelBisectError(UserError, ValueError):
@@ -95,7 +70,8 @@ def keep_config(config: Path) -> Path:
 
 
 def build_command(config: Path) -> str:
-    return SCRIPT.format(config=shlex.quote(str(config)), log=LOG_NAME)
+    """The build in each commit's own worktree."""
+    return build_script(config)
 
 
 def check_resumable(config: Path) -> None:

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from perfline.cli.common import EXIT_FAILED, console, errors, fail
 from perfline.system.process import ToolMissing
+from perfline.targets.kernel_build import LOG_NAME, KernelBuildFailed, build_kernel
 from perfline.targets.kernels import (
     Kernel,
     KernelError,
@@ -77,6 +78,26 @@ def add_debian(
     except (KernelError, ToolMissing) as exc:
         raise fail(str(exc), EXIT_FAILED) from None
     _added(kernel)
+
+
+@kernels_app.command("build")
+def build(
+    source: Annotated[Path, typer.Argument(help="A Linux source tree, clean (built out of tree).")],
+    config: Annotated[Path, typer.Option(help="The .config to build with; `make olddefconfig` fills in the rest.")],
+    name: Annotated[str, typer.Option(help="Name to register the bzImage under.")],
+    replace: ReplaceOption = False,
+) -> None:
+    """Build a source tree's bzImage with a config (ccache when installed) and register it."""
+    message = f"building {escape(str(source))} with {escape(config.name)}: make olddefconfig && make bzImage"
+    try:
+        with errors.status(message):
+            built = build_kernel(source, config, name, replace=replace)
+    except KernelBuildFailed as exc:
+        raise fail(str(exc), EXIT_FAILED) from None
+    except KernelError as exc:
+        raise fail(str(exc)) from None
+    errors.print(f"[dim]built in {built.seconds / 60:.1f} min; objects and {LOG_NAME} in {built.directory}[/dim]")
+    _added(built.kernel)
 
 
 @kernels_app.command("list")
