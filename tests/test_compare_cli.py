@@ -91,7 +91,7 @@ def test_compare_runs_and_labels(tmp_path: Path) -> None:
     assert set(out) == {"alpha", "cases"}
     [case] = out["cases"]
     assert set(case) == {"benchmark", "case", "sides", "cross_machine", "metrics",
-                         "differences", "profile_shifts", "notes"}
+                         "differences", "profile_shifts", "chain_shifts", "notes"}
     [metric] = case["metrics"]
     assert set(metric) == {"metric", "unit", "direction", "source", "base", "others"}
     assert set(metric["others"][0]) == {
@@ -203,7 +203,7 @@ def test_compare_csv_files_like_stored_runs(tmp_path: Path) -> None:
                               "--column", "seconds", "--json").stdout)
     [case] = out["cases"]
     assert set(case) == {"benchmark", "case", "sides", "cross_machine", "metrics", "differences",
-                         "profile_shifts", "notes"}
+                         "profile_shifts", "chain_shifts", "notes"}
     [metric] = case["metrics"]
     [after] = metric["others"]
     assert metric["metric"] == "seconds" and after["unit"] == "runs" and after["n"] == 20

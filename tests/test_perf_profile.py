@@ -18,16 +18,16 @@ from perfline.monitors.perf_profile import (
     REPORT_OPTIONS,
     UNKNOWN,
     PerfProfile,
-    Profile,
     ReportRow,
+    Tally,
     kernel_addresses_visible,
     parse_report,
     summarize,
 )
 from perfline.monitors.perf_tool import PerfSession, find_perf
 from perfline.records.job import Case
-from perfline.records.profile import ProfileEntry
-from perfline.stats.profile_diff import SymbolShift, profile_diff
+from perfline.records.profile import Profile, ProfileEntry, Symbol
+from perfline.stats.profile_diff import Shift, profile_diff, shares
 from perfline.store import Store
 from perfline.targets import local
 
@@ -58,7 +58,7 @@ def profiled(work: Callable[[], None]) -> tuple[dict[str, float], list[ProfileEn
     finally:
         monitor.close()
     assert {m.metric for m in measured} <= set(PerfProfile.metrics)
-    return {m.metric.name: m.value for m in measured}, monitor.profile()
+    return {m.metric.name: m.value for m in measured}, list(monitor.profile().symbols)
 
 
 def test_real_workload_is_in_the_profile() -> None:
@@ -124,10 +124,10 @@ def test_summary_leaves_out_idle_and_folds_unnamed_addresses() -> None:
     rows = parse_report((DATA / "perf_report_pid_sym_dso.txt").read_text())
     profile = summarize(rows, {0}, top=4)
     total = 207 + 49 + 26 + 17 + 12 + 5 + 4 + 4 + 3 + 3 + 2 + 2
-    assert profile == Profile(
+    assert profile == Tally(
         samples=total,
         kernel_samples=5 + 4 + 4 + 2,
-        entries=[
+        profile=Profile((
             ProfileEntry("gc_collect_main", "libpython3.11.so.1.0", False, 100 * 207 / total),
             ProfileEntry("visit_decref", "libpython3.11.so.1.0", False, 100 * 49 / total),
             # the same symbol in two processes is one entry
@@ -135,7 +135,7 @@ def test_summary_leaves_out_idle_and_folds_unnamed_addresses() -> None:
                 "_PyEval_EvalFrameDefault", "libpython3.11.so.1.0", False, 100 * 43 / total
             ),
             ProfileEntry(UNKNOWN, "sha256sum", False, 100 * (12 + 3 + 3 + 2) / total),
-        ],
+        )),  # a report read without call graphs has no chains
     )
     without_python = summarize(rows, {0, 23786, 23813}, top=30)
     assert without_python.samples == 12 + 5 + 4 + 4 + 3 + 3 + 2 + 2
@@ -155,9 +155,9 @@ def test_store_averages_repetitions_and_counts_missing_symbols_as_zero(tmp_path:
     store = Store.open(f"sqlite:///{tmp_path / 'db.sqlite'}")
     run_id = store.start_run(CASE, local.fingerprint(), pid=1)
     other_run = store.start_run(CASE, local.fingerprint(), pid=1)
-    store.add_profile(run_id, 0, [entry("copy_page", 30.0), entry("memcpy", 10.0, "libc.so.6")])
-    store.add_profile(run_id, 1, [entry("copy_page", 20.0), entry("schedule", 8.0)])
-    store.add_profile(other_run, 0, [entry("schedule", 99.0)])
+    store.add_profile(run_id, 0, Profile((entry("copy_page", 30.0), entry("memcpy", 10.0, "libc.so.6"))))
+    store.add_profile(run_id, 1, Profile((entry("copy_page", 20.0), entry("schedule", 8.0))))
+    store.add_profile(other_run, 0, Profile((entry("schedule", 99.0),)))
     store.close()
 
     reopened = Store.open(f"sqlite:///{tmp_path / 'db.sqlite'}")
@@ -172,13 +172,13 @@ def test_store_averages_repetitions_and_counts_missing_symbols_as_zero(tmp_path:
 def test_diff_orders_by_absolute_change() -> None:
     base = [entry("copy_page", 50.0), entry("schedule", 20.0), entry("memcpy", 10.0, "libc.so.6")]
     other = [entry("copy_page", 40.0), entry("schedule", 25.0), entry("clear_page", 15.0)]
-    shifts = profile_diff(base, other, top=3)
+    shifts = profile_diff(shares(base), shares(other), top=3)
     assert shifts == [
-        SymbolShift("clear_page", "[kernel.kallsyms]", True, 0.0, 15.0, 15.0),
-        SymbolShift("copy_page", "[kernel.kallsyms]", True, 50.0, 40.0, -10.0),
-        SymbolShift("memcpy", "libc.so.6", False, 10.0, 0.0, -10.0),
+        Shift(Symbol("clear_page", "[kernel.kallsyms]", True), 0.0, 15.0, 15.0),
+        Shift(Symbol("copy_page", "[kernel.kallsyms]", True), 50.0, 40.0, -10.0),
+        Shift(Symbol("memcpy", "libc.so.6", False), 10.0, 0.0, -10.0),
     ]
-    assert profile_diff(base, base, top=1)[0].delta_pct == 0.0
+    assert profile_diff(shares(base), shares(base), top=1)[0].delta_pct == 0.0
 
 
 def test_diff_of_real_profiles_finds_the_workload() -> None:
@@ -187,8 +187,8 @@ def test_diff_of_real_profiles_finds_the_workload() -> None:
     # The largest gain, not the largest shift: a quiet profile can be all one background
     # kernel thread (DAMON's kdamond here, 100% of a sleep's samples), whose drop to 0%
     # is then the largest shift of all.
-    gained = max(profile_diff(quiet, busy, top=10), key=lambda shift: shift.delta_pct)
-    assert gained.dso == "sha256sum" and gained.delta_pct > 0
+    gained = max(profile_diff(shares(quiet), shares(busy), top=10), key=lambda shift: shift.delta_pct)
+    assert gained.key.dso == "sha256sum" and gained.delta_pct > 0
 
 
 def test_runner_stores_the_profile_of_each_repetition(tmp_path: Path) -> None:

@@ -199,11 +199,14 @@ def test_why_profiles_the_culprit_against_its_parent(tracked: Path) -> None:
         pytest.skip(f"perf cannot profile here: {exc}")
     document = json.loads(perfline(tracked, "report", "regression", "1", "--format", "json").stdout)
     assert document["why_runs"] is not None and document["why"]
-    for shift in document["why"]:
+    for shift in document["why"] + document["why_chains"]:
         low, high = shift["ci_pct"]
         assert low <= shift["delta_pct"] <= high
+    # The call chains beside the symbols, each the sampled function first.
+    assert document["why_chains"] and all(shift["frames"] for shift in document["why_chains"])
     with sqlite3.connect(tracked / "db") as db:
         commits = {c for (c,) in db.execute("SELECT kernel_commit FROM runs WHERE label = 'why-1'")}
     assert commits == {shas(tracked)[CULPRIT], shas(tracked)[CULPRIT - 1]}
-    assert "why: symbols whose share of busy CPU time moved (the culprit's parent and the culprit" in \
-        perfline(tracked, "report", "regression", "1").stdout
+    text = perfline(tracked, "report", "regression", "1").stdout
+    assert "why: symbols whose share of busy CPU time moved (the culprit's parent and the culprit" in text
+    assert "call chains whose share moved (sampled function <- its callers):" in text

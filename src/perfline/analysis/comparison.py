@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from perfline.records.fingerprint import (
     MIXED,
@@ -17,8 +17,8 @@ from perfline.records.fingerprint import (
     flatten,
 )
 from perfline.records.metric import Metric
-from perfline.records.profile import ProfileEntry
-from perfline.stats.profile_diff import SymbolShift, profile_diff
+from perfline.records.profile import Chain, Symbol
+from perfline.stats.profile_diff import ChainShift, SymbolShift, shares, shifts
 from perfline.stats.summary import Summary, summarize
 from perfline.store import RunDetail, Store
 
@@ -116,8 +116,10 @@ class CaseComparison:
     rows: list[MetricRow]
     # Per non-baseline side: what differs from the baseline.
     differences: list[list[Difference]] = field(default_factory=list)
-    # Per non-baseline side: symbols whose share of CPU time moved most (perf-profile).
+    # Per non-baseline side: symbols whose share of CPU time moved most (perf-profile),
+    # and the call chains whose share moved most.
     profile_shifts: list[list[SymbolShift]] = field(default_factory=list)
+    chain_shifts: list[list[ChainShift]] = field(default_factory=list)
     # What the reader must know to trust the verdicts (one-run sides, the rule for
     # monitor metrics), one sentence each.
     notes: list[str] = field(default_factory=list)
@@ -186,16 +188,15 @@ def compare_sides(
                      f"α={alpha * MONITOR_ALPHA_SHARE:g}); the benchmark's own metrics each at α={alpha:g}")
     first = base.runs[0].info
     base_profile = side_profile(base, store)
+    other_profiles = [side_profile(side, store) for side in others]
     return CaseComparison(
         benchmark=first.benchmark,
         case_key=first.case_key,
         sides=sides,
         rows=rows,
         differences=[side_differences(base, side, store) for side in others],
-        profile_shifts=[
-            profile_diff(base_profile, other_profile) if base_profile and other_profile else []
-            for other_profile in (side_profile(side, store) for side in others)
-        ],
+        profile_shifts=[shifts(base_profile.symbols, other.symbols) for other in other_profiles],
+        chain_shifts=[shifts(base_profile.chains, other.chains) for other in other_profiles],
         notes=notes,
         alpha=alpha,
         confidence=confidence,
@@ -230,15 +231,23 @@ def _monitors_controlled_together(rows: list[MetricRow], alpha: float) -> list[M
     return [replace(row, others=others) for row, others in zip(rows, judged, strict=True)]
 
 
-def side_profile(side: Side, store: Store) -> list[ProfileEntry]:
-    """The mean profile of a side's runs (a run without a profile counts as none)."""
+class SideProfile(NamedTuple):
+    """A side's profiles, symbols and chains, one share table per unit."""
+
+    symbols: list[dict[Symbol, float]]
+    chains: list[dict[Chain, float]]
+
+
+def side_profile(side: Side, store: Store) -> SideProfile:
+    """The profiles a side's shifts are measured over: each profiled run's mean profile
+    when it has several (runs are the unit, as for its metrics), else its one profiled
+    run's repetitions. Runs profiled before chains were kept add no chains."""
     profiled = store.profiled([run.info.id for run in side.runs])
-    profiles = [p for run in side.runs if run.info.id in profiled and (p := store.profile(run.info.id))]
-    totals: dict[tuple[str, str, bool], float] = defaultdict(float)
-    for profile in profiles:
-        for entry in profile:
-            totals[(entry.symbol, entry.dso, entry.kernel)] += entry.share_pct
-    return [ProfileEntry(*key, share / len(profiles)) for key, share in totals.items()]
+    ids = [run.info.id for run in side.runs if run.info.id in profiled]
+    if len(ids) == 1:
+        return SideProfile(store.profile_repetitions(ids[0]), store.chain_repetitions(ids[0]))
+    return SideProfile([shares(store.profile(i)) for i in ids],
+                       [chains for i in ids if (chains := shares(store.chains(i)))])
 
 
 def side_differences(base: Side, other: Side, store: Store) -> list[Difference]:

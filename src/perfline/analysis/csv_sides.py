@@ -70,6 +70,7 @@ def compare_csv(
         rows=rows,
         differences=[[] for _ in paths[1:]],
         profile_shifts=[[] for _ in paths[1:]],
+        chain_shifts=[[] for _ in paths[1:]],
         notes=[one_run_note(single)] if single else [],
         alpha=alpha,
     )

@@ -4,7 +4,6 @@ LKP's `%stddev %change %stddev`, with a confidence interval on every change."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Group, RenderableType
@@ -13,8 +12,9 @@ from rich.text import Text
 
 from perfline.analysis.comparison import CaseComparison, MetricRow
 from perfline.records.fingerprint import Difference
+from perfline.report.profile_shifts import chain_text, shift_json
 from perfline.report.runs import ARROWS, number
-from perfline.stats.profile_diff import SymbolShift
+from perfline.stats.profile_diff import ChainShift, Shift, SymbolShift
 from perfline.stats.summary import Summary
 
 if TYPE_CHECKING:
@@ -56,9 +56,12 @@ def comparison_view(comparison: CaseComparison) -> RenderableType:
     outliers = _outlier_notes(comparison)
     if outliers:
         parts.append(Text("outliers (shown, not dropped): " + "; ".join(outliers), style="yellow"))
-    for side, shifts in zip(comparison.sides[1:], comparison.profile_shifts, strict=True):
+    for side, shifts, chains in zip(comparison.sides[1:], comparison.profile_shifts, comparison.chain_shifts,
+                                    strict=True):
         if shifts:
             parts.append(profile_table(f"{base.name} → {side.name}", shifts))
+        if chains:
+            parts.append(chain_table(f"{base.name} → {side.name}", chains))
     for side, diffs in zip(comparison.sides[1:], comparison.differences, strict=True):
         if side.runs:  # samples from a file (compare --csv) have no fingerprint
             parts.append(differences_table(f"{base.name} → {side.name}", diffs))
@@ -66,22 +69,33 @@ def comparison_view(comparison: CaseComparison) -> RenderableType:
 
 
 def profile_table(title: str, shifts: list[SymbolShift]) -> Table:
-    table = Table(
-        title=f"profile: symbols whose share of busy CPU time moved most, {title}",
-        title_justify="left",
-    )
-    for column in ("symbol", "binary", "baseline %", "other %", "Δ points"):
-        table.add_column(column, justify="right" if "%" in column or "Δ" in column else "left")
+    table = _shift_table(f"profile: symbols whose share of busy CPU time moved most, {title}", "symbol")
     for shift in shifts:
-        style = "red" if shift.delta_pct > 0 else "green"
-        table.add_row(
-            Text(shift.symbol),
-            Text(shift.dso, style="dim"),
-            f"{shift.base_pct:.2f}",
-            f"{shift.other_pct:.2f}",
-            Text(f"{shift.delta_pct:+.2f}", style=style),
-        )
+        table.add_row(Text(shift.key.symbol), Text(shift.key.dso, style="dim"), *_shift_cells(shift))
     return table
+
+
+def chain_table(title: str, shifts: list[ChainShift]) -> Table:
+    table = _shift_table(f"profile: call chains whose share of busy CPU time moved most, {title}",
+                         "chain (sampled function <- its callers)")
+    for shift in shifts:
+        table.add_row(Text(chain_text(shift.key.frames)), Text(shift.key.dso, style="dim"), *_shift_cells(shift))
+    return table
+
+
+def _shift_table(title: str, item: str) -> Table:
+    table = Table(title=title, title_justify="left",
+                  caption="95% CI of Δ from the profiled repetitions (runs, when a side has several)",
+                  caption_justify="left")
+    for column in (item, "binary", "baseline %", "other %", "Δ points", "95% CI"):
+        table.add_column(column, justify="left" if column in (item, "binary") else "right")
+    return table
+
+
+def _shift_cells(shift: Shift[Any]) -> list[str | Text]:
+    style = "red" if shift.delta_pct > 0 else "green"
+    ci = f"[{shift.ci_pct[0]:+.2f}, {shift.ci_pct[1]:+.2f}]" if shift.ci_pct else ""
+    return [f"{shift.base_pct:.2f}", f"{shift.other_pct:.2f}", Text(f"{shift.delta_pct:+.2f}", style=style), ci]
 
 
 def _table(title: str, comparison: CaseComparison, rows: list[MetricRow]) -> Table:
@@ -212,6 +226,7 @@ def comparison_json(comparison: CaseComparison) -> dict[str, Any]:
             [{"key": d.key, "base": d.base, "other": d.other, "kind": d.kind} for d in diffs]
             for diffs in comparison.differences
         ],
-        "profile_shifts": [[asdict(shift) for shift in shifts] for shifts in comparison.profile_shifts],
+        "profile_shifts": [[shift_json(shift) for shift in shifts] for shifts in comparison.profile_shifts],
+        "chain_shifts": [[shift_json(shift) for shift in shifts] for shifts in comparison.chain_shifts],
         "notes": comparison.notes,
     }

@@ -4,8 +4,9 @@ Kernel developers already act on LKP's reports, so the layout is theirs: the sub
 the commit, the test case and machine, the two commits' columns with %stddev and
 %change. What its readers miss is added: every row's 95% CI, p-value and verdict,
 %stddev always (LKP hides it below 2%), the fingerprint differences, the bisection's
-probes and its A/B against the parent, the symbols whose share of CPU time moved
-(marked when the culprit's diff touches them), and the commands that reproduce it.
+probes and its A/B against the parent, the symbols and call chains whose share of CPU
+time moved (marked when the culprit's diff touches them), and the commands that
+reproduce it.
 
 `build` gathers everything from the store and git into a `RegressionReport`;
 `text`, `html` and `as_json` render it. `perfline regressions --report ID` and
@@ -23,12 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfline import git
-from perfline.analysis.comparison import CaseComparison, MetricRow, Side, compare_sides
+from perfline.analysis.comparison import CaseComparison, MetricRow, Side, compare_sides, side_profile
 from perfline.analysis.regressions import why_label
 from perfline.records.fingerprint import Difference
 from perfline.report.figures import new_axes, save, style_axes
+from perfline.report.profile_shifts import chain_text, shift_json
 from perfline.report.templates import TEMPLATES
-from perfline.stats.profile_diff import SymbolShift, profile_diff, with_intervals
+from perfline.stats.profile_diff import ChainShift, SymbolShift, shifts
 from perfline.store import Regression, RunDetail, Store
 from perfline.store.bisections import BisectionNotFound, BisectionRecord
 
@@ -65,9 +67,11 @@ class RegressionReport:
     comparison: CaseComparison
     bisection: BisectionRecord | None
     probes: list[Probe]
-    # Why: symbols whose share moved between the culprit's parent and the culprit,
-    # from their profiled A/B (with intervals), else from the two runs' own profiles.
+    # Why: symbols and call chains whose share moved between the culprit's parent and
+    # the culprit, from their profiled A/B (with intervals), else from the two runs' own
+    # profiles.
     why: list[SymbolShift]
+    why_chains: list[ChainShift]
     why_runs: tuple[int, int] | None
     touched: list[str]  # functions the culprit's diff touches
     url: str | None
@@ -97,6 +101,10 @@ class RegressionReport:
         return [row for row in self.comparison.rows
                 if row.metric.name != self.regression.metric and row.others[0] is not None
                 and row.others[0].significant]
+
+    def touched_frames(self, chain: ChainShift) -> list[str]:
+        """The chain's functions that the culprit's diff touches."""
+        return [frame for frame in chain.key.frames if frame in self.touched]
 
     def machine(self) -> str:
         f = self.after.fingerprint
@@ -172,7 +180,7 @@ def build(store: Store, regression_id: int, url: str | None = None) -> Regressio
             touched = git.changed_functions(repo, culprit.sha)
         except git.GitError:
             touched = []
-    why, why_runs = _why(store, r, comparison)
+    why, why_chains, why_runs = _why(store, r, comparison)
     return RegressionReport(
         regression=r,
         name=r.tracker or before.info.label or "perfline",
@@ -190,22 +198,24 @@ def build(store: Store, regression_id: int, url: str | None = None) -> Regressio
         probes=_probes(store, bisection, repo) if bisection else [],
         touched=touched,
         why=why,
+        why_chains=why_chains,
         why_runs=why_runs,
         url=url.rstrip("/") + f"/regressions/{r.id}" if url else None,
     )
 
 
-def _why(store: Store, r: Regression, comparison: CaseComparison) -> tuple[list[SymbolShift], tuple[int, int] | None]:
+def _why(store: Store, r: Regression, comparison: CaseComparison
+         ) -> tuple[list[SymbolShift], list[ChainShift], tuple[int, int] | None]:
     """The profiled A/B of culprit and parent if a tracker ran one, else the profile
     shifts between the report's two runs (if they were profiled)."""
     runs = [store.get_run(i) for i in store.find_runs(label=why_label(r.id))]
-    sides = {run.settings.get("interleaved"): run.info.id for run in runs}
+    sides = {run.settings.get("interleaved"): run for run in runs}
     if "A" in sides and "B" in sides:
-        parent, culprit = sides["A"], sides["B"]
-        shifts = profile_diff(store.profile(parent), store.profile(culprit))
-        return with_intervals(shifts, store.profile_repetitions(parent), store.profile_repetitions(culprit)), \
-            (parent, culprit)
-    return (comparison.profile_shifts[0] if comparison.profile_shifts else []), None
+        parent, culprit = (side_profile(Side(name, [sides[name]]), store) for name in "AB")
+        return (shifts(parent.symbols, culprit.symbols), shifts(parent.chains, culprit.chains),
+                (sides["A"].info.id, sides["B"].info.id))
+    return (comparison.profile_shifts[0] if comparison.profile_shifts else [],
+            comparison.chain_shifts[0] if comparison.chain_shifts else [], None)
 
 
 def _bisection(store: Store, r: Regression) -> BisectionRecord | None:
@@ -252,6 +262,11 @@ def _row(row: MetricRow) -> str:
     ci = f"[{c.ci_pct[0]:+.1f}, {c.ci_pct[1]:+.1f}]"
     return (f"{base}  {c.change_pct:+7.1f}%  {other}  {ci:>16}  {c.p_value:8.2g}  {c.verdict:<12}  "
             f"{row.metric.name}")
+
+
+def _shift(s: SymbolShift | ChainShift) -> str:
+    ci = f"[{s.ci_pct[0]:+.2f}, {s.ci_pct[1]:+.2f}]" if s.ci_pct else ""
+    return f"{s.delta_pct:+6.2f} points {ci:>16}  {s.base_pct:6.2f}% -> {s.other_pct:6.2f}%"
 
 
 def text(report: RegressionReport) -> str:
@@ -307,10 +322,13 @@ def text(report: RegressionReport) -> str:
         if report.touched:
             out.append(f"  * marks a function the culprit's diff touches ({', '.join(report.touched)})")
         for s in report.why:
-            mark = "*" if s.symbol in report.touched else " "
-            ci = f"[{s.ci_pct[0]:+.2f}, {s.ci_pct[1]:+.2f}]" if s.ci_pct else ""
-            out.append(f"  {mark} {s.delta_pct:+6.2f} points {ci:>16}  {s.base_pct:6.2f}% -> {s.other_pct:6.2f}%  "
-                       f"{s.symbol} ({s.dso})")
+            mark = "*" if s.key.symbol in report.touched else " "
+            out.append(f"  {mark} {_shift(s)}  {s.key.symbol} ({s.key.dso})")
+        if report.why_chains:
+            out += ["", "  call chains whose share moved (sampled function <- its callers):"]
+            for chain in report.why_chains:
+                mark = "*" if report.touched_frames(chain) else " "
+                out.append(f"  {mark} {_shift(chain)}  {chain_text(chain.key.frames)} ({chain.key.dso})")
     elif report.touched:
         out += ["", (f"functions the culprit's diff touches: {', '.join(report.touched)} (no profile was "
                      "recorded: add the perf-profile monitor to the job to see where the time went)")]
@@ -395,10 +413,8 @@ def as_json(report: RegressionReport) -> dict[str, Any]:
                                                            "status": report.bisection.status,
                                                            "result": report.bisection.result},
         "touched_functions": report.touched,
-        "why": [{"symbol": w.symbol, "dso": w.dso, "kernel": w.kernel, "base_pct": w.base_pct,
-                 "other_pct": w.other_pct, "delta_pct": w.delta_pct,
-                 "ci_pct": list(w.ci_pct) if w.ci_pct else None, "touched": w.symbol in report.touched}
-                for w in report.why],
+        "why": [{**shift_json(w), "touched": w.key.symbol in report.touched} for w in report.why],
+        "why_chains": [{**shift_json(c), "touched": report.touched_frames(c)} for c in report.why_chains],
         "why_runs": list(report.why_runs) if report.why_runs else None,
         "reproduce": report.reproduce(),
         "url": report.url,

@@ -1,23 +1,39 @@
-"""The symbols whose share of CPU time moved most between two profiles.
+"""What moved most between two profiles: symbols, or call chains, by their share of CPU time.
 
 A regression found by a benchmark number is explained by where the time went instead:
-the kernel function that now takes 6 points more of the samples.
+the kernel function that now takes 6 points more of the samples, the path it is now
+called through. Everything here works on shares keyed by whatever identifies an item
+(records.profile's Symbol or Chain): the same arithmetic for both.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Generic, Protocol, TypeVar
 
-from perfline.records.profile import ProfileEntry
+from perfline.records.profile import Chain, Symbol
+
+K = TypeVar("K", bound=Hashable)
+K_co = TypeVar("K_co", covariant=True)
+
+
+class Entry(Protocol[K_co]):
+    """A profile's item: records.profile's ProfileEntry and ChainEntry."""
+
+    @property
+    def key(self) -> K_co: ...
+
+    @property
+    def share_pct(self) -> float: ...
 
 
 @dataclass(frozen=True)
-class SymbolShift:
-    """One symbol's share on both sides; `delta_pct` is in percentage points, other − base."""
+class Shift(Generic[K]):
+    """One item's share on both sides; `delta_pct` is in percentage points, other − base."""
 
-    symbol: str
-    dso: str
-    kernel: bool
+    key: K
     base_pct: float
     other_pct: float
     delta_pct: float
@@ -25,35 +41,43 @@ class SymbolShift:
     ci_pct: tuple[float, float] | None = None
 
 
-def profile_diff(
-    base: list[ProfileEntry], other: list[ProfileEntry], top: int = 10
-) -> list[SymbolShift]:
+SymbolShift = Shift[Symbol]
+ChainShift = Shift[Chain]
+
+
+def shares(entries: Iterable[Entry[K]]) -> dict[K, float]:
+    return {e.key: e.share_pct for e in entries}
+
+
+def mean_shares(profiles: Sequence[Mapping[K, float]]) -> dict[K, float]:
+    """The mean share of every item over several profiles, 0 where one lacks it: stored
+    profiles keep only their top items."""
+    totals: dict[K, float] = defaultdict(float)
+    for profile in profiles:
+        for key, share in profile.items():
+            totals[key] += share
+    return {key: total / len(profiles) for key, total in totals.items()}
+
+
+def profile_diff(base: Mapping[K, float], other: Mapping[K, float], top: int = 10) -> list[Shift[K]]:
     """The `top` largest shifts by absolute change, largest first.
 
-    A symbol missing on one side counts as 0 there. Stored profiles keep only each
-    repetition's top symbols, so a small shift of a symbol near that cut-off may be one
+    An item missing on one side counts as 0 there. Stored profiles keep only each
+    repetition's top items, so a small shift of an item near that cut-off may be one
     of truncation rather than of the kernel.
     """
-    base_shares, other_shares = _shares(base), _shares(other)
-    shifts = []
-    for key in base_shares.keys() | other_shares.keys():
-        before, after = base_shares.get(key, 0.0), other_shares.get(key, 0.0)
-        shifts.append(SymbolShift(*key, base_pct=before, other_pct=after, delta_pct=after - before))
-    shifts.sort(key=lambda s: (-abs(s.delta_pct), s.symbol, s.dso))
-    return shifts[:top]
+    found = []
+    for key in base.keys() | other.keys():
+        before, after = base.get(key, 0.0), other.get(key, 0.0)
+        found.append(Shift(key, base_pct=before, other_pct=after, delta_pct=after - before))
+    # Keys of one kind are tuples of one shape, so they order the ties the same way every time.
+    found.sort(key=lambda s: (-abs(s.delta_pct), s.key))
+    return found[:top]
 
 
-def _shares(entries: list[ProfileEntry]) -> dict[tuple[str, str, bool], float]:
-    # The same name in two binaries (memcpy in libc and in the kernel) is two symbols.
-    return {(e.symbol, e.dso, e.kernel): e.share_pct for e in entries}
-
-
-Shares = dict[tuple[str, str, bool], float]
-
-
-def with_intervals(shifts: list[SymbolShift], base: list[Shares], other: list[Shares],
-                   confidence: float = 0.95) -> list[SymbolShift]:
-    """Each shift with a Welch t interval from the per-repetition shares (a symbol not
+def with_intervals(shifts: list[Shift[K]], base: Sequence[Mapping[K, float]],
+                   other: Sequence[Mapping[K, float]], confidence: float = 0.95) -> list[Shift[K]]:
+    """Each shift with a Welch t interval from the per-repetition shares (an item not
     among a repetition's top counts 0 there); unchanged where a side has under 2."""
     from scipy import stats
 
@@ -61,9 +85,8 @@ def with_intervals(shifts: list[SymbolShift], base: list[Shares], other: list[Sh
         return shifts
     out = []
     for shift in shifts:
-        key = (shift.symbol, shift.dso, shift.kernel)
-        a = [rep.get(key, 0.0) for rep in base]
-        b = [rep.get(key, 0.0) for rep in other]
+        a = [rep.get(shift.key, 0.0) for rep in base]
+        b = [rep.get(shift.key, 0.0) for rep in other]
         va, vb = stats.tvar(a) / len(a) if len(set(a)) > 1 else 0.0, stats.tvar(b) / len(b) if len(set(b)) > 1 else 0.0
         se = (va + vb) ** 0.5
         if se == 0:
@@ -74,3 +97,11 @@ def with_intervals(shifts: list[SymbolShift], base: list[Shares], other: list[Sh
         delta = sum(b) / len(b) - sum(a) / len(a)
         out.append(replace(shift, ci_pct=(delta - margin, delta + margin)))
     return out
+
+
+def shifts(base: Sequence[Mapping[K, float]], other: Sequence[Mapping[K, float]], top: int = 10) -> list[Shift[K]]:
+    """The `top` largest shifts between two sides' mean profiles, each side given as its
+    profiles (repetitions or runs), with intervals from them; none where a side has none."""
+    if not base or not other:
+        return []
+    return with_intervals(profile_diff(mean_shares(base), mean_shares(other), top), base, other)

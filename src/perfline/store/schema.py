@@ -105,6 +105,20 @@ class ProfileEntryRow(Base):
     share_pct: Mapped[float] = mapped_column(Float)
 
 
+class ProfileChainRow(Base):
+    """One call chain of one repetition's profile: the top chains only, not every stack."""
+
+    __tablename__ = "profile_chains"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    repetition: Mapped[int] = mapped_column(Integer)
+    # The chain as one folded stack (records.profile.Chain.folded), outermost caller first.
+    stack: Mapped[str] = mapped_column(Text)
+    # The leaf's binary.
+    dso: Mapped[str] = mapped_column(Text)
+    share_pct: Mapped[float] = mapped_column(Float)
+
+
 class RegressionRow(Base):
     """A change point judged by the metric's direction, with what was done about it."""
 

@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 from sqlalchemy import CursorResult, Engine, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -19,8 +19,9 @@ from perfline.records.errors import UserError
 from perfline.records.fingerprint import Fingerprint
 from perfline.records.job import Case
 from perfline.records.metric import Direction, Measurement, Metric
-from perfline.records.profile import ProfileEntry
+from perfline.records.profile import Chain, ChainEntry, Profile, ProfileEntry, Symbol
 from perfline.records.status import RunStatus
+from perfline.stats.profile_diff import mean_shares
 from perfline.store import migrate
 from perfline.store.bisections import BisectionQueries
 from perfline.store.dashboard import DashboardQueries
@@ -31,12 +32,15 @@ from perfline.store.outbox import OutboxQueries
 from perfline.store.schema import (
     KernelConfig,
     MetricRow,
+    ProfileChainRow,
     ProfileEntryRow,
     RegressionRow,
     RunRow,
     SampleRow,
 )
 from perfline.store.trackers import TrackerQueries
+
+K = TypeVar("K")
 
 # PostgreSQL advisory lock held while the schema is brought up to date.
 MIGRATION_LOCK = 0x7065726D
@@ -255,14 +259,13 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
 
         self._session.write(write)
 
-    def add_profile(self, run_id: int, repetition: int, entries: Iterable[ProfileEntry]) -> None:
-        """One repetition's profile, committed at once like its samples."""
-        entries = list(entries)
+    def add_profile(self, run_id: int, repetition: int, profile: Profile) -> None:
+        """One repetition's profile, symbols and chains, committed at once like its samples."""
 
         def write(session: Session, retried: bool) -> None:
             if retried:
-                session.execute(delete(ProfileEntryRow).where(
-                    ProfileEntryRow.run_id == run_id, ProfileEntryRow.repetition == repetition))
+                for table in (ProfileEntryRow, ProfileChainRow):
+                    session.execute(delete(table).where(table.run_id == run_id, table.repetition == repetition))
             session.add_all(
                 ProfileEntryRow(
                     run_id=run_id,
@@ -272,7 +275,12 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
                     kernel=e.kernel,
                     share_pct=e.share_pct,
                 )
-                for e in entries
+                for e in profile.symbols
+            )
+            session.add_all(
+                ProfileChainRow(run_id=run_id, repetition=repetition, stack=c.key.folded, dso=c.dso,
+                                share_pct=c.share_pct)
+                for c in profile.chains
             )
 
         self._session.write(write)
@@ -280,34 +288,32 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
     def profile(self, run_id: int) -> list[ProfileEntry]:
         """The run's profile, largest share first: each symbol's mean share over the
         profiled repetitions, counting 0 where it was not among a repetition's top."""
-        where = ProfileEntryRow.run_id == run_id
-        with self._session() as session:
-            repetitions = session.execute(
-                select(func.count(func.distinct(ProfileEntryRow.repetition))).where(where)
-            ).scalar_one()
-            rows = session.execute(
-                select(
-                    ProfileEntryRow.symbol,
-                    ProfileEntryRow.dso,
-                    ProfileEntryRow.kernel,
-                    func.sum(ProfileEntryRow.share_pct),
-                )
-                .where(where)
-                .group_by(ProfileEntryRow.symbol, ProfileEntryRow.dso, ProfileEntryRow.kernel)
-            ).all()
-        entries = [
-            ProfileEntry(symbol, dso, kernel, total / repetitions)
-            for symbol, dso, kernel, total in rows
-        ]
-        return sorted(entries, key=lambda e: (-e.share_pct, e.symbol, e.dso))
+        mean = mean_shares(self.profile_repetitions(run_id))
+        return sorted((ProfileEntry(*key, share) for key, share in mean.items()),
+                      key=lambda e: (-e.share_pct, e.key))
 
-    def profile_repetitions(self, run_id: int) -> list[dict[tuple[str, str, bool], float]]:
-        """Each profiled repetition's shares by (symbol, binary, kernel): for intervals."""
-        reps: dict[int, dict[tuple[str, str, bool], float]] = defaultdict(dict)
+    def profile_repetitions(self, run_id: int) -> list[dict[Symbol, float]]:
+        """Each profiled repetition's shares by symbol: for intervals."""
+        t = ProfileEntryRow
         with self._session() as session:
-            for row in session.scalars(select(ProfileEntryRow).where(ProfileEntryRow.run_id == run_id)):
-                reps[row.repetition][(row.symbol, row.dso, row.kernel)] = row.share_pct
-        return [reps[k] for k in sorted(reps)]
+            rows = session.execute(select(t.repetition, t.symbol, t.dso, t.kernel, t.share_pct)
+                                   .where(t.run_id == run_id))
+            return _by_repetition((r, Symbol(symbol, dso, kernel), share) for r, symbol, dso, kernel, share in rows)
+
+    def chains(self, run_id: int) -> list[ChainEntry]:
+        """The run's call chains, largest share first, as `profile` has its symbols."""
+        mean = mean_shares(self.chain_repetitions(run_id))
+        return sorted((ChainEntry(*key, share) for key, share in mean.items()),
+                      key=lambda e: (-e.share_pct, e.key))
+
+    def chain_repetitions(self, run_id: int) -> list[dict[Chain, float]]:
+        """Each profiled repetition's shares by call chain: for intervals. Runs profiled
+        before chains were kept have none."""
+        t = ProfileChainRow
+        with self._session() as session:
+            rows = session.execute(select(t.repetition, t.stack, t.dso, t.share_pct)
+                                   .where(t.run_id == run_id))
+            return _by_repetition((r, Chain.unfolded(stack, dso), share) for r, stack, dso, share in rows)
 
     def finish_run(
         self, run_id: int, status: str, *, error: str | None = None, output_tail: str | None = None
@@ -644,6 +650,14 @@ def _insert_once(session: Session, table: type[KernelConfig | MetricRow], **valu
     dialect = session.get_bind().dialect.name
     insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
     session.execute(insert(table).values(**values).on_conflict_do_nothing())
+
+def _by_repetition(rows: Iterable[tuple[int, K, float]]) -> list[dict[K, float]]:
+    """(repetition, key, share) rows as one share table per repetition, in order."""
+    reps: dict[int, dict[K, float]] = defaultdict(dict)
+    for repetition, key, share in rows:
+        reps[repetition][key] = share
+    return [reps[r] for r in sorted(reps)]
+
 
 def _now() -> datetime:
     return datetime.now(UTC)
