@@ -164,7 +164,7 @@ def test_compare_treats_another_accelerator_as_another_machine() -> None:
 JOB_ERRORS = [
     ("benchmark: rcu-gp\ntarget: qemu\nkernel: no-such\n", 3, "unknown kernel 'no-such'"),
     ("benchmark: rcu-gp\nkernel: debian-6.1\n", 2, "kernel applies only to `target: qemu`"),
-    ("benchmark: migration-cost\ntarget: qemu\nkernel: debian-6.1\n", 2, "cannot run with target qemu"),
+    ("benchmark: cyclictest\ntarget: qemu\nkernel: debian-6.1\n", 2, "cannot run with target qemu"),
     (
         "benchmark: rcu-gp\ntarget: qemu\nkernel: debian-6.1\ntunables:\n  sysctl: {vm.swappiness: 1}\n",
         5,
@@ -517,3 +517,18 @@ def test_tbench_runs_client_and_server_in_the_guest(debian_61: kernels.Kernel, t
     # tbench's MB are 2^20 bytes, counted one way; the loopback carries each byte out and in.
     assert summary["netdev.rx_bytes"]["mean"] > 0.5 * throughput * 2**20
     assert run["fingerprint"]["target"] == "qemu"
+
+
+@vm
+def test_migration_cost_pairs_up_the_guests_cpus(debian_61: kernels.Kernel, tmp_path: Path) -> None:
+    """The probe runs in the guest, so the CPUs paired are the guest's three, not this host's."""
+    proc = perfline(
+        tmp_path / "db", "run", "migration-cost", "-p", "size=64K", "-p", "repeat=3", "--repeat", "1",
+        "--warmup", "0", "--target", "qemu", "--kernel", "debian-6.1", "--vm-cpus", "3", "--accel", "tcg",
+        "--no-monitors", "--json",
+    )
+    [run] = json.loads(proc.stdout)
+    assert run["status"] == "completed", run["error"]
+    pairs = {m for m in run["summary"] if m.startswith("migration-cost.cpu")}
+    assert pairs == {f"migration-cost.cpu{s}-cpu{d}.cost_us" for s in range(3) for d in range(3) if s != d}
+    assert run["settings"]["cpus"] == [0, 1, 2] and run["settings"]["cache_size"] == 65536

@@ -7,7 +7,6 @@ result the way the kernel printed it at boot ("migration cost matrix (...)"), in
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -15,20 +14,24 @@ from statistics import fmean
 from typing import Any
 
 from perfline.benchmarks.base import (
-    Benchmark,
     BenchmarkFailed,
     BenchmarkUnavailable,
+    CommandBenchmark,
+    CommandOutput,
+    GuestSetup,
     Param,
     ParamValue,
 )
 from perfline.records.metric import Direction, Measurement, Metric
 from perfline.system.native import native_binary
-from perfline.system.process import CommandFailed, ToolMissing, run
+from perfline.system.process import ToolMissing
 
 # The set-up probe migrates once per pair; a repetition migrates `repeat` times per pair.
 # Ten times the probe's pace absorbs a noisy machine without waiting forever on a hung one.
 TIMEOUT_FACTOR = 10.0
 TIMEOUT_SLACK_S = 30.0
+# The probe in a guest: emulated CPUs are slower by tens of times than this host's.
+PROBE_IN_GUEST_TIMEOUT_S = 600.0
 
 MAX_COST = Metric(
     "migration-cost.max_cost_us",
@@ -181,7 +184,7 @@ def _size_text(size: int) -> str:
     return f"{size // 1024} KB" if size % 1024 == 0 else f"{size} bytes"
 
 
-class MigrationCost(Benchmark):
+class MigrationCost(CommandBenchmark):
     name = "migration-cost"
     summary = (
         "extra time to re-touch a cache-hot working set after migrating to another CPU, "
@@ -208,38 +211,50 @@ class MigrationCost(Benchmark):
 
     def __init__(self, params: Mapping[str, ParamValue], workdir: Path) -> None:
         super().__init__(params, workdir)
-        self._binary: Path
-        self._size: int | None = None
         self._probe: MigrationResult | None = None
         self._probe_s = 0.0
 
     def setup(self) -> None:
-        try:
-            self._binary = native_binary("migration_cost")
-            self._size = parse_size(str(self.values["size"]))
-        except (ToolMissing, ValueError) as exc:
-            raise BenchmarkUnavailable(str(exc)) from exc
         # One migration per pair shows a bad CPU list or an unknown cache size before any
         # repetition, and paces the timeout of the real ones. It has no timeout itself:
         # its length grows with CPUs squared times the cache size, which nothing bounds.
-        started = time.monotonic()
         try:
-            self._probe = self._measure(1, timeout=None)
+            argv = self._argv(1)
+        except (ToolMissing, ValueError) as exc:
+            raise BenchmarkUnavailable(str(exc)) from exc
+        try:
+            output = self.run_here(argv, None)
         except BenchmarkFailed as exc:
             raise BenchmarkUnavailable(f"{exc}\n{exc.output_tail}") from exc
-        self._probe_s = time.monotonic() - started
+        self.guest_ready(output)
+
+    def guest_setup(self) -> GuestSetup:
+        return GuestSetup(self._argv(1), PROBE_IN_GUEST_TIMEOUT_S)
+
+    def guest_ready(self, output: CommandOutput) -> None:
+        """Take in the probe (here or in a guest): the CPUs, the cache, its pace."""
+        try:
+            self._probe = parse_output(output.stdout)
+        except ValueError as exc:
+            raise BenchmarkUnavailable(f"migration-cost: {exc}\n{output.stdout}") from exc
+        self._probe_s = output.elapsed_s
         if not self._probe.cross_cpu():
             raise BenchmarkUnavailable(
                 f"migration-cost needs at least two CPUs, got {self._probe.cpus}"
             )
 
+    def argv(self) -> list[str]:
+        return self._argv(int(self.values["repeat"]))
+
+    def timeout(self) -> float:
+        return TIMEOUT_SLACK_S + TIMEOUT_FACTOR * self._probe_s * int(self.values["repeat"])
+
     def measure(self) -> MigrationResult:
         """Every ordered pair, `repeat` migrations each; for callers that want the matrix."""
-        repeat = int(self.values["repeat"])
-        return self._measure(repeat, TIMEOUT_SLACK_S + TIMEOUT_FACTOR * self._probe_s * repeat)
+        return self._result(self.run_here(self.argv(), self.timeout()))
 
-    def run_once(self) -> list[Measurement]:
-        cross = self.measure().cross_cpu()
+    def parse(self, output: CommandOutput) -> list[Measurement]:
+        cross = self._result(output).cross_cpu()
         per_pair = [Measurement(pair_metric(p.src, p.dst), p.cost_us) for p in cross]
         costs = [m.value for m in per_pair]
         return [*per_pair, Measurement(MAX_COST, max(costs)), Measurement(MEAN_COST, fmean(costs))]
@@ -257,15 +272,18 @@ class MigrationCost(Benchmark):
             "migrations_per_pair": self.values["repeat"],
         }
 
-    def _measure(self, repeat: int, timeout: float | None) -> MigrationResult:
-        argv = [str(self._binary), f"--repeat={repeat}", f"--cpus={self.values['cpus']}"]
-        if self._size is not None:
-            argv.append(f"--size={self._size}")
+    def guest_settings(self) -> dict[str, Any]:
+        return self.settings()  # the probe ran in the guest: its CPUs and cache
+
+    def _argv(self, repeat: int) -> list[str]:
+        # Not from setup: an initramfs packs argv()[0] before anything is set up.
+        argv = [str(native_binary("migration_cost")), f"--repeat={repeat}", f"--cpus={self.values['cpus']}"]
+        if (size := parse_size(str(self.values["size"]))) is not None:
+            argv.append(f"--size={size}")
+        return argv
+
+    def _result(self, output: CommandOutput) -> MigrationResult:
         try:
-            output = run(argv, timeout=timeout).stdout
-        except CommandFailed as exc:
-            raise BenchmarkFailed(str(exc), exc.output_tail) from exc
-        try:
-            return parse_output(output)
+            return parse_output(output.stdout)
         except ValueError as exc:
-            raise BenchmarkFailed(f"migration-cost: {exc}", output) from exc
+            raise BenchmarkFailed(f"migration-cost: {exc}", output.stdout) from exc
