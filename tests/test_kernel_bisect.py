@@ -340,6 +340,11 @@ def test_kernels_build_builds_out_of_tree_and_registers_the_image(tmp_path: Path
     assert registered["k-slab"].config().startswith("CONFIG_SLAB=y\n# olddefconfig ran with CC=")
     assert registered["k-slub"].config().startswith("CONFIG_SLUB=y\n")
     assert len(list((cache / "builds").iterdir())) == 2
+    # The same tree and config again: the same directory, its builds listed, this one last.
+    again = json.loads(perfline(db, "kernels", "build", str(tree), "--config", str(slab), "--name", "k-slab",
+                                "--replace", "--json").stdout)
+    assert again["name"] == "k-slab" and again["release"] == "6.1.99-built"
+    assert [b["status"] for b in again["builds"]] == [0, 0] and again["builds"][-1]["seconds"] >= 0
 
 
 @pytest.mark.parametrize(("setup", "message", "status"), [

@@ -86,6 +86,7 @@ def build(
     config: Annotated[Path, typer.Option(help="The .config to build with; `make olddefconfig` fills in the rest.")],
     name: Annotated[str, typer.Option(help="Name to register the bzImage under.")],
     replace: ReplaceOption = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the kernel and the builds made in its directory as JSON.")] = False,
 ) -> None:
     """Build a source tree's bzImage with a config (ccache when installed) and register it."""
     message = f"building {escape(str(source))} with {escape(config.name)}: make olddefconfig && make bzImage"
@@ -96,6 +97,10 @@ def build(
         raise fail(str(exc), EXIT_FAILED) from None
     except KernelError as exc:
         raise fail(str(exc)) from None
+    if as_json:
+        print(json.dumps({"name": built.kernel.name, "release": built.kernel.release, "seconds": built.seconds,
+                          "directory": str(built.directory), "builds": built.builds}, indent=2))
+        return
     errors.print(f"[dim]built in {built.seconds / 60:.1f} min; objects and {LOG_NAME} in {built.directory}[/dim]")
     _added(built.kernel)
 

@@ -10,16 +10,22 @@ installed; the whole make output goes to `perfline-build.log` in the build direc
 from __future__ import annotations
 
 import hashlib
+import json
 import shlex
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from perfline.system.process import tail
 from perfline.targets.kernels import Kernel, KernelError, add_image, cache_dir, kernels_dir
 
 LOG_NAME = "perfline-build.log"
+# One JSON line per build in a build directory: when, how long, ccache's hits and misses.
+BUILDS_NAME = "perfline-builds.jsonl"
 IMAGE = Path("arch/x86/boot/bzImage")
 # Files a directory must have to be taken for a kernel source tree.
 TREE_FILES = ("Makefile", "Kconfig", "arch/x86/Kconfig")
@@ -72,6 +78,9 @@ class Built:
     kernel: Kernel
     seconds: float
     directory: Path  # the build directory: the log, .config and objects stay there
+    # Every build made in that directory, this one last: the first says what a build
+    # from nothing cost, the later ones are incremental.
+    builds: list[dict[str, Any]]
 
 
 def build_kernel(source: Path, config: Path, name: str, *, replace: bool = False) -> Built:
@@ -98,13 +107,35 @@ def build_kernel(source: Path, config: Path, name: str, *, replace: bool = False
     directory.mkdir(parents=True, exist_ok=True)
     kept = directory / "input.config"  # the config as given: an edit later builds elsewhere
     kept.write_bytes(data)
+    cached_before = ccache_counts()
     started = time.monotonic()
     proc = subprocess.run(["/bin/sh", "-c", build_script(kept, source)], cwd=directory,
                           capture_output=True, text=True, check=False)
     seconds = time.monotonic() - started
+    record: dict[str, Any] = {"finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                              "seconds": round(seconds, 1), "status": proc.returncode}
+    if cached_before is not None and (cached_after := ccache_counts()) is not None:
+        # Counters are ccache's, machine-wide: another build at the same time would count too.
+        record.update({key: cached_after[key] - cached_before[key] for key in cached_after})
+    with (directory / BUILDS_NAME).open("a") as builds:
+        builds.write(json.dumps(record) + "\n")
     if proc.returncode != 0:
         raise KernelBuildFailed(f"building {source} with {config} failed (status {proc.returncode}; the whole log is "
                           f"{directory / LOG_NAME}):\n{tail(proc.stdout + proc.stderr, 20)}")
     kernel = add_image(directory / IMAGE, name, config=directory / ".config",
                        source=f"built from {source} with {config.name} in {directory}", replace=replace)
-    return Built(kernel, seconds, directory)
+    history = [json.loads(line) for line in (directory / BUILDS_NAME).read_text().splitlines()]
+    return Built(kernel, seconds, directory, history)
+
+
+def ccache_counts() -> dict[str, int] | None:
+    """ccache's own hit and miss counters now; None without ccache."""
+    if shutil.which("ccache") is None:
+        return None
+    proc = subprocess.run(["ccache", "--print-stats"], capture_output=True, text=True, check=False)
+    stats = dict(line.split("\t", 1) for line in proc.stdout.splitlines() if "\t" in line)
+    try:
+        return {"ccache_hits": int(stats["direct_cache_hit"]) + int(stats["preprocessed_cache_hit"]),
+                "ccache_misses": int(stats["cache_miss"])}
+    except (KeyError, ValueError):  # a ccache older than 4.4 prints no machine-readable stats
+        return None
