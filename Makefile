@@ -79,9 +79,10 @@ test-slow: install-deps install native web-assets
 	$(BIN)/pytest -q -m slow
 	PERFLINE_FUZZ=10000 $(BIN)/pytest -q tests/test_interop.py -k fuzz
 
-# The seeds' experiments on this machine: regenerates docs/case-studies/ (about 7 minutes).
+# The seeds' experiments on this machine: regenerates docs/case-studies/ (about 7 minutes on
+# this host, then about 25 for the studies in qemu guests, --vm).
 case-studies: install-deps install native
-	$(BIN)/python bench/case_studies.py
+	$(BIN)/python bench/case_studies.py --vm
 
 clean:
 	rm -rf native/build $(VENV) .pytest_cache

@@ -1,6 +1,6 @@
 """Regenerate docs/case-studies/: the seeds' experiments, run through perfline's CLI here.
 
-    .venv/bin/python bench/case_studies.py [--quick] [--out DIR] [--only rcu,tbench,...] [--db FILE]
+    .venv/bin/python bench/case_studies.py [--quick] [--vm] [--out DIR] [--only rcu,tbench,...] [--db FILE]
 
 (a) rcu        grace-period-bound work (ftrace-events, rcu-gp) with rcutree's
                jiffies_till_first_fqs 1 against 0, without and with one CPU hog:
@@ -8,6 +8,12 @@
 (b) tbench     tbench throughput against 1..2×CPUs clients.
 (c) latency    per-CPU scheduling latency (cpu-latency) without and with CPU hogs.
 (d) migration  the cache-hot migration cost matrix (`perfline migration-cost`).
+
+With --vm, also in qemu guests booting Debian 12's 6.1 and 6.12 cloud kernels (TCG):
+ftrace-vm      the seed's loop itself (ftrace-switch, function <-> nop) with
+               rcutree.jiffies_till_first_fqs=0 on the kernel command line or not, on
+               each kernel (interleaved `ab`); rcu-gp alike; the cost of a request.
+pgbench-vm     pgbench tps at 1, 2, 4 clients, 6.1 against 6.12 (interleaved `ab`).
 
 Every measurement is a `perfline ... --json` subprocess against a fresh SQLite store (a
 temporary file unless --db is given), run from the output directory, where the job
@@ -48,6 +54,7 @@ from perfline.report.figures import (
 )
 from perfline.report.runs import number
 from perfline.targets import local
+from perfline.targets.kernels import KernelError, get_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 PERFLINE = ROOT / ".venv" / "bin" / "perfline"
@@ -76,6 +83,15 @@ class Sizes:
     migration_sizes: tuple[str, ...]
     migration_repeat: int
     warmup: int
+    # The VM studies (--vm): interleaved pairs per comparison, in qemu guests under TCG.
+    pgbench_clients: tuple[int, ...]
+    pgbench_duration: int
+    pgbench_pairs: int
+    switch_iterations: int
+    switch_pairs: int
+    gp_iterations: int
+    gp_pairs: int
+    overhead_repeat: int
 
 
 FULL = Sizes(
@@ -84,6 +100,8 @@ FULL = Sizes(
     tbench_clients=tuple(range(1, 2 * CPUS + 1)), tbench_duration=5, tbench_repeat=5,
     latency_ms=500, latency_repeat=20, latency_loads=(0, 1, CPUS),
     migration_sizes=("256K", "4M", "auto"), migration_repeat=20, warmup=1,
+    pgbench_clients=(1, 2, 4), pgbench_duration=5, pgbench_pairs=6,
+    switch_iterations=1, switch_pairs=6, gp_iterations=20, gp_pairs=8, overhead_repeat=8,
 )
 QUICK = Sizes(
     ftrace_iterations=10, ftrace_pairs=2, rcu_iterations=5, rcu_pairs=2,
@@ -91,6 +109,8 @@ QUICK = Sizes(
     tbench_clients=(1, 2), tbench_duration=2, tbench_repeat=2,
     latency_ms=50, latency_repeat=2, latency_loads=(0, 1),
     migration_sizes=("64K",), migration_repeat=3, warmup=0,
+    pgbench_clients=(1,), pgbench_duration=2, pgbench_pairs=2,
+    switch_iterations=1, switch_pairs=2, gp_iterations=5, gp_pairs=2, overhead_repeat=2,
 )
 
 
@@ -107,7 +127,8 @@ class Perfline:
     commands: list[str] = field(default_factory=list)
     jobs: list[tuple[str, str]] = field(default_factory=list)
 
-    def __call__(self, *args: str, record: bool = True) -> Any:
+    def __call__(self, *args: str, record: bool = True, check: bool = True) -> Any:
+        """The command's JSON; None when it failed and `check` is off (the failure stays stored)."""
         shown = f'perfline --db "$DB" {shlex.join(args)} --json'
         if record:
             self.commands.append(shown)
@@ -115,7 +136,11 @@ class Perfline:
         argv = [str(PERFLINE), "--db", str(self.db), *args, "--json"]
         proc = subprocess.run(argv, cwd=self.out, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
-            raise SystemExit(f"{shown} failed with status {proc.returncode}:\n{proc.stderr[-3000:]}")
+            message = f"{shown} failed with status {proc.returncode}:\n{proc.stderr[-3000:]}"
+            if check:
+                raise SystemExit(message)
+            print(message, file=sys.stderr, flush=True)
+            return None
         return json.loads(proc.stdout)  # perfline writes NaN/Infinity, which json reads
 
     def job(self, name: str, text: str) -> str:
@@ -222,9 +247,11 @@ def finding(c: Mapping[str, Any]) -> str:
 # --- the machine -------------------------------------------------------------------------
 
 
-def config_options(names: Sequence[str]) -> dict[str, str]:
-    """CONFIG_* values of the running kernel ('not set' if absent), as perfline reads its config."""
-    text, _ = local.kernel_config(Path("/"), platform.release())
+def config_options(names: Sequence[str], text: str | None = None) -> dict[str, str]:
+    """CONFIG_* values ('not set' if absent) of a config, by default the running kernel's
+    as perfline reads it; {} without a config."""
+    if text is None:
+        text, _ = local.kernel_config(Path("/"), platform.release())
     found = dict(re.findall(r"^(CONFIG_\w+)=(.*)$", text or "", re.MULTILINE))
     return {name: found.get(name, "not set") for name in names} if text else {}
 
@@ -240,9 +267,12 @@ def hypervisor() -> str:
     return f"{vendor} guest ({kind} virtualization)" if vendor else "bare metal (no hypervisor in lscpu)"
 
 
+RCU_CONFIG = ("CONFIG_HZ", "CONFIG_NO_HZ_IDLE", "CONFIG_NO_HZ_FULL", "CONFIG_PREEMPT_RCU", "CONFIG_RCU_LAZY",
+              "CONFIG_RCU_NOCB_CPU", "CONFIG_RCU_FAST_NO_HZ")
+
+
 def machine_section(fp: Mapping[str, Any], loads: Sequence[str]) -> str:
-    config = config_options(["CONFIG_HZ", "CONFIG_NO_HZ_IDLE", "CONFIG_NO_HZ_FULL", "CONFIG_PREEMPT_RCU",
-                            "CONFIG_RCU_LAZY", "CONFIG_RCU_NOCB_CPU", "CONFIG_RCU_FAST_NO_HZ"])
+    config = config_options(RCU_CONFIG)
     governors = ", ".join(sorted(set(fp.get("governors", {}).values()))) or "none (no cpufreq)"
     rcu = ", ".join(f"{Path(k).name}={v}" for k, v in fp.get("sysfs", {}).items() if "rcutree" in k)
     lines = [
@@ -260,6 +290,35 @@ def machine_section(fp: Mapping[str, Any], loads: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def guest_facts(fp: Mapping[str, Any]) -> str:
+    """rcutree's parameters and the clock source as a guest's fingerprint read them."""
+    wanted = ("jiffies_till_first_fqs", "jiffies_till_next_fqs", "current_clocksource")
+    return ", ".join(f"{Path(k).name}={v}" for k, v in fp.get("sysfs", {}).items() if Path(k).name in wanted)
+
+
+def vm_machine_section(guests: Mapping[str, Mapping[str, Any]], loads: Sequence[str]) -> str:
+    """The guests (per kernel name, a run document of a VM that booted it) and the host under them."""
+    lines = ["## Machine", ""]
+    for name, run in guests.items():
+        fp, settings = run["fingerprint"], run["settings"]
+        config = config_options(RCU_CONFIG, get_kernel(name).config() or "")
+        lines += [
+            f"- guest `{name}`: kernel `{fp['kernel_release']}` `{fp['kernel_version']}`, config "
+            f"{fp.get('config_hash', '?')[:12]} ({fp.get('config_source', '?')}); "
+            + ", ".join(f"{k.removeprefix('CONFIG_')}={v}" for k, v in config.items()),
+            f"  - {fp['cpu_count']} vCPUs ({fp['vm']['guest_cpu_model']}), {fp['memory_bytes'] / 2**20:.0f} MiB, "
+            f"accelerator {fp['vm']['accel']}, QEMU {settings['qemu_version']}; booted in "
+            f"{settings['vm_boot_s']:.1f} s; read after boot: {guest_facts(fp)}",
+            f"  - kernel command line (run {run['id']}): `{fp['cmdline']}`",
+        ]
+    fp = next(iter(guests.values()))["fingerprint"]
+    lines += [
+        f"- host: {fp['cpu_model']}, {hypervisor()}, `{fp['hostname']}`, machine id {fp['machine_id'][:12]}",
+        f"- load average (1, 5, 15 min) before / after this study: {loads[0]} / {loads[1]}",
+    ]
+    return "\n".join(lines)
+
+
 # --- studies -----------------------------------------------------------------------------
 
 
@@ -268,6 +327,8 @@ class Outcome:
     body: str  # the page between its header and the interpretation
     summary: str  # one line for the index
     fingerprint: Mapping[str, Any]  # of the machine the study ran on
+    # A VM study's guests: per kernel name, a run document of a VM that booted it.
+    guests: Mapping[str, Mapping[str, Any]] | None = None
 
 
 @dataclass
@@ -275,10 +336,11 @@ class Study:
     slug: str
     title: str
     run: Callable[[Perfline, Path, Sizes], Outcome]
+    vm: bool = False  # runs in qemu guests: only with --vm
 
 
-def ab_case(cli: Perfline, job: str, a: str, b: str, pairs: int) -> Json:
-    doc = cli("ab", job, "--a", a, "--b", b, "--pairs", str(pairs))
+def ab_case(cli: Perfline, job: str, a: str, b: str, pairs: int, *options: str) -> Json:
+    doc = cli("ab", job, *options, "--a", a, "--b", b, "--pairs", str(pairs))
     [case] = doc["cases"]
     return case
 
@@ -614,11 +676,327 @@ def migration_study(cli: Perfline, out: Path, sizes: Sizes) -> Outcome:
     return Outcome(body, summary or "one CPU: nothing to migrate", local.fingerprint().to_json())
 
 
+# --- studies in qemu guests (--vm) ------------------------------------------------------------
+
+# Debian 12's cloud kernels, as `perfline kernels add-deb` registers them (KERNEL_DEBS).
+VM_KERNELS = ("debian-6.1", "debian-6.12")
+KERNEL_DEBS = {"debian-6.1": "linux-image-cloud-amd64", "debian-6.12": "linux-image-6.12-cloud-amd64"}
+VM_CPUS = 2
+VM_MEMORY_MB = 1024
+# What the VM studies' comparisons show besides the benchmark's own metrics, when the run has them.
+VM_CONTEXT = ("proc-stat.idle_pct", "proc-stat.sys_pct", "pace.slowdown")
+
+
+def vm_job(name: str, benchmark: str, rest: str, cli: Perfline) -> str:
+    """A job booting the first kernel (each `ab` side names its own) under TCG: KVM cannot
+    run a guest on this machine, and `auto` would try it and warn on every run."""
+    return cli.job(name, f"""
+benchmark: {benchmark}
+target: qemu
+kernel: {VM_KERNELS[0]}
+accel: tcg
+vm_cpus: {VM_CPUS}
+vm_memory: {VM_MEMORY_MB}
+{rest.strip()}
+""")
+
+
+def context_metrics(case: Json) -> list[str]:
+    present = {m["metric"] for m in case["metrics"]}
+    return [m for m in VM_CONTEXT if m in present]
+
+
+def skipped_monitors(runs: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The monitors the runs skipped, each once, with the reason they stored."""
+    return list(dict.fromkeys(reason for run in runs for reason in run["settings"].get("monitors_skipped", [])))
+
+
+def profile_section(cases: Sequence[tuple[str, Json]], runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What perf-profile says about the difference, or why it said nothing (as the runs stored it)."""
+    skipped = [reason for reason in skipped_monitors(runs) if reason.startswith("perf-profile")]
+    if skipped:
+        return ["perf-profile did not run in these guests; the runs stored why:", "",
+                *[f"- `{reason}`" for reason in skipped], "",
+                "So there is no profile diff on this page: a profile of this host would show QEMU's "
+                "code generator, not the guest kernel."]
+    lines = []
+    for label, case in cases:
+        for shifts in case["profile_shifts"]:
+            lines += [f"**{label}**", "", table(
+                ["symbol", "base %", "other %", "Δ points"],
+                [[f"`{shift['key']}`", f"{shift['base_pct']:.1f}", f"{shift['other_pct']:.1f}",
+                  f"{shift['delta_pct']:+.1f}"] for shift in shifts[:10]]), ""]
+    return lines or ["perf-profile ran but recorded no profiles to compare."]
+
+
+def pgbench_vm_study(cli: Perfline, out: Path, sizes: Sizes) -> Outcome:
+    a, b = VM_KERNELS
+    tps: dict[str, list[Estimate]] = {kernel: [] for kernel in VM_KERNELS}
+    by_kernel: dict[str, list[Json]] = {kernel: [] for kernel in VM_KERNELS}
+    notes, sections, findings, summary = [], [], [], []
+    cases: list[tuple[str, Json]] = []
+    clients_label = {c: f"{c} client" + ("s" if c > 1 else "") for c in sizes.pgbench_clients}
+    for clients in sizes.pgbench_clients:
+        job = vm_job(f"pgbench-vm-c{clients}", "pgbench", f"""
+params: {{scale: 1, duration: {sizes.pgbench_duration}, clients: {clients}, fsync: false}}
+warmup: {sizes.warmup}
+monitors: [proc-stat, pace, perf-profile]
+""", cli)
+        case = ab_case(cli, job, f"kernel:{a}", f"kernel:{b}", sizes.pgbench_pairs)
+        cases.append((clients_label[clients], case))
+        runs = [cli("show", str(run_id), record=False) for run_id in side_runs(case)]
+        for kernel, run in zip(VM_KERNELS, runs, strict=True):
+            tps[kernel].append(Estimate.ci(samples(run, "pgbench.tps")))
+            by_kernel[kernel].append(run)
+        change = metric_row(case, "pgbench.tps")["others"][0]
+        latency = metric_row(case, "pgbench.latency_avg")["others"][0]
+        notes.append(f"{b} vs {a} {change_cell(change, '*')}\np {change['p_value']:.2g}")
+        findings += [f"- `pgbench.tps`, {clients_label[clients]}: {b} vs {a}: {finding(change)}",
+                     f"- `pgbench.latency_avg`, {clients_label[clients]}: {b} vs {a}: {finding(latency)}"]
+        summary.append(f"{clients_label[clients]} {change_cell(change, '*')}")
+        sections += [
+            f"### {clients_label[clients]} (runs {', '.join(str(r['id']) for r in runs)})",
+            "",
+            f"Clock source after boot: {a} {clocksource_of(runs[0])}, {b} {clocksource_of(runs[1])}.",
+            "",
+            comparison_table(case, ["pgbench.tps", "pgbench.latency_avg", *context_metrics(case)], VM_KERNELS),
+            "",
+        ]
+    grouped_bars(
+        out / "pgbench-vm.png",
+        list(clients_label.values()),
+        [Labelled(kernel, tuple(found)) for kernel, found in tps.items()],
+        title=f"pgbench tps in a {VM_CPUS}-vCPU TCG guest, {a} vs {b}, {sizes.pgbench_pairs} interleaved pairs",
+        ylabel=value_label("transactions/s", "higher"),
+        notes=notes,
+    )
+    scaling = []
+    if len(sizes.pgbench_clients) > 1:
+        for kernel, runs in by_kernel.items():
+            compared = cli("compare", *(str(r["id"]) for r in runs))["cases"][0]
+            for clients, other in zip(sizes.pgbench_clients[1:], metric_row(compared, "pgbench.tps")["others"],
+                                      strict=True):
+                scaling.append(f"- {kernel}, {clients_label[clients]} vs {clients_label[sizes.pgbench_clients[0]]} "
+                               f"(not interleaved): {finding(other)}")
+    all_runs = [run for runs in by_kernel.values() for run in runs]
+    body = "\n".join([
+        "The seed: Ken Chen (Intel) tracked an industry-standard database benchmark (OLTP, 4-way "
+        "Itanium 2, 450 disks) across 2.6 releases against a RHEL3 baseline (2.6.2 -1%, 2.6.8 -23%, "
+        "2.6.9 -6%, 2.6.11 -13%), saying the numbers repeat to 0.1%; Linus asked for numbers per "
+        "snapshot, with graphs, to narrow regressions down in time. Here the workload is PostgreSQL's "
+        "pgbench (TPC-B-like, a private server on the guest's Debian root disk), the releases are "
+        f"Debian 12's {a} and {b} cloud kernels, each booted in a {VM_CPUS}-vCPU, {VM_MEMORY_MB} MiB "
+        "qemu guest under TCG (KVM does not run here), and each client count is an interleaved "
+        f"`perfline ab` of the two kernels (both VMs booted, pairs A B then B A, …).",
+        "",
+        cli.commands_section(),
+        "",
+        "## Results",
+        "",
+        f"mean ±%stddev (n) over the repetitions ({sizes.pgbench_duration} s of pgbench each, scale 1, "
+        "fsync off: the seed's database was tuned until its disks were not the limit, and here a flush "
+        f"would reach this shared host's disk through QEMU's overlay); %change of {b} against {a} with its 95% CI "
+        "from the paired analysis; p of the "
+        "paired test; **\\*** significant at p < 0.01 and beyond 1%. `proc-stat` is read in the guest; "
+        "`pace.slowdown` is this host's (how much slower than its best it ran around each repetition: "
+        "under emulation the guest runs exactly as fast as the host lets it).",
+        "",
+        *sections,
+        "![pgbench tps per kernel and client count](pgbench-vm.png)",
+        "",
+        "### Profile",
+        "",
+        *profile_section(cases, all_runs),
+        "",
+        "## Findings (generated from the numbers)",
+        "",
+        *findings,
+        *scaling,
+    ])
+    guests = {kernel: runs[0] for kernel, runs in by_kernel.items()}
+    return Outcome(body, f"tps {b} vs {a}: " + ", ".join(summary), all_runs[0]["fingerprint"], guests)
+
+
+FQS_ZERO = "rcutree.jiffies_till_first_fqs=0"
+
+
+def ab_or_finished(cli: Perfline, job: str, a: str, b: str, pairs: int, *options: str) -> tuple[Json, str]:
+    """`ab`'s paired comparison; when a repetition failed (a guest hung), the repetitions both
+    runs finished compared as two samples (Welch, not paired), and what the failure was."""
+    doc = cli("ab", job, *options, "--a", a, "--b", b, "--pairs", str(pairs), check=False)
+    if doc is not None:
+        [case] = doc["cases"]
+        return case, ""
+    newest = cli("runs", "--limit", "2", record=False)
+    runs = [cli("show", str(r["id"]), record=False) for r in reversed(newest)]
+    [failed] = [r for r in runs if r["status"] == "failed"]
+    console = [line.strip() for line in (failed["output_tail"] or "").splitlines()
+               if re.search(r"BUG:|Kernel panic|soft lockup|rcu.*stall", line)]
+    said = (f"run {failed['id']} failed after {failed['repetitions']} repetitions: "
+            f"`{failed['error'].splitlines()[-1].strip(chr(39) + ' ')}`"
+            + (f"; the guest's console: `{console[-1]}`" if console else ""))
+    [case] = cli("compare", *(str(r["id"]) for r in runs))["cases"]
+    return case, said
+
+
+def ftrace_vm_study(cli: Perfline, out: Path, sizes: Sizes) -> Outcome:
+    names = ("A: default", "B: jiffies_till_first_fqs=0")
+    sides = ("cmdline:", f"cmdline:{FQS_ZERO}")
+    switch_job = vm_job("ftrace-switch-vm", "ftrace-switch", f"""
+params: {{iterations: {sizes.switch_iterations}, tracers: "function,nop"}}
+warmup: {sizes.warmup}
+monitors: [proc-stat, pace]
+""", cli)
+    gp_job = vm_job("rcu-gp-vm", "rcu-gp", f"""
+params: {{iterations: {sizes.gp_iterations}}}
+warmup: {sizes.warmup}
+monitors: [proc-stat, pace]
+""", cli)
+    # What one request to the guest costs by itself: ftrace-switch's time is the agent's
+    # clock around the whole command, as the seed's `time ./test-ftrace` was.
+    overhead_job = vm_job("agent-overhead-vm", "command", f"""
+params: {{cmd: "true", timing: true, metric: request_s}}
+repeat: {sizes.overhead_repeat}
+warmup: {sizes.warmup}
+monitors: []
+""", cli)
+    sections, findings, summary, notes = [], [], [], []
+    switch: dict[str, list[Estimate]] = {name: [] for name in names}
+    per_kernel: dict[str, dict[str, Any]] = {}
+    guests: dict[str, Json] = {}
+    for kernel in VM_KERNELS:
+        case, failure = ab_or_finished(cli, switch_job, *sides, sizes.switch_pairs, "--kernel", kernel)
+        if failure:
+            findings.append(f"- {kernel}: a guest hung; {failure}; the table compares the repetitions both runs "
+                            "finished, unpaired")
+        runs = [cli("show", str(run_id), record=False) for run_id in side_runs(case)]
+        guests[kernel] = runs[0]
+        for name, run in zip(names, runs, strict=True):
+            switch[name].append(Estimate.ci(samples(run, "ftrace-switch.seconds")))
+        gp_case = ab_case(cli, gp_job, *sides, sizes.gp_pairs, "--kernel", kernel)
+        overhead = cli("run", overhead_job, "--kernel", kernel)[0]
+        change = metric_row(case, "ftrace-switch.seconds")["others"][0]
+        gp = metric_row(gp_case, "rcu-gp.ms_per_gp")
+        per_kernel[kernel] = {"switch": metric_row(case, "ftrace-switch.seconds"), "gp": gp, "runs": runs,
+                              "overhead": overhead["summary"]["command.request_s"]}
+        notes.append(f"B vs A {change_cell(change, '*')}\np {change['p_value']:.2g}")
+        summary.append(f"{kernel} {change_cell(change, '*')}")
+        findings += [
+            f"- `ftrace-switch.seconds`, {kernel}: jiffies_till_first_fqs=0 vs default: {finding(change)}",
+            f"- `rcu-gp.ms_per_gp`, {kernel}: jiffies_till_first_fqs=0 vs default: {finding(gp['others'][0])}",
+        ]
+        sections += [
+            f"### {kernel}",
+            "",
+            f"ftrace-switch (runs {', '.join(str(r['id']) for r in runs)}; jiffies_till_first_fqs as the "
+            f"guests read it after boot: A {fqs_of(runs[0])}, B {fqs_of(runs[1])}; clock source: "
+            f"A {clocksource_of(runs[0])}, B {clocksource_of(runs[1])}):",
+            "",
+            comparison_table(case, ["ftrace-switch.seconds", *context_metrics(case)], names),
+            "",
+            *([f"**Not paired**: {failure}.", ""] if failure else []),
+            f"rcu-gp in the same kinds of guests (runs {' and '.join(str(r) for r in side_runs(gp_case))}; "
+            f"{sizes.gp_iterations} grace periods per repetition):",
+            "",
+            comparison_table(gp_case, ["rcu-gp.ms_per_gp", "rcu-gp.max_ms"], names),
+            "",
+        ]
+    grouped_bars(
+        out / "ftrace-switch-vm.png",
+        list(VM_KERNELS),
+        [Labelled(name, tuple(found)) for name, found in switch.items()],
+        title=f"ftrace-switch (function,nop × {sizes.switch_iterations}) in a {VM_CPUS}-vCPU TCG guest, "
+              f"{sizes.switch_pairs} interleaved pairs",
+        ylabel=value_label("s", "lower"),
+        notes=notes,
+    )
+    a, b = VM_KERNELS
+    kernels_case = cli("compare", str(per_kernel[a]["runs"][0]["id"]), str(per_kernel[b]["runs"][0]["id"]))["cases"][0]
+    kernel_change = metric_row(kernels_case, "ftrace-switch.seconds")["others"][0]
+    findings.append(f"- `ftrace-switch.seconds`, default jiffies_till_first_fqs: {b} vs {a} (runs of different "
+                    f"`ab` invocations, not interleaved): {finding(kernel_change)}")
+    scale_rows = []
+    writes = 2 * sizes.switch_iterations  # tracer switches per repetition
+    for kernel, found in per_kernel.items():
+        base_switch, base_gp = found["switch"]["base"], found["gp"]["base"]
+        gp_saved_ms = base_gp["mean"] - found["gp"]["others"][0]["mean"]
+        switch_saved_ms = 1000 * (base_switch["mean"] - found["switch"]["others"][0]["mean"]) / writes
+        overhead = found["overhead"]
+        scale_rows.append([
+            kernel, f"{1000 * base_switch['mean'] / writes:.0f}", f"{base_gp['mean']:.1f}",
+            f"{gp_saved_ms:+.1f}", f"{switch_saved_ms:+.0f}",
+            f"{1000 * base_switch['stddev'] / writes:.0f}",
+            f"{1000 * overhead['mean']:.0f} ± {1000 * overhead['stddev']:.0f}",
+        ])
+        findings.append(
+            f"- {kernel}: one tracer switch took {1000 * base_switch['mean'] / writes:.0f} ms on average "
+            f"(default), {base_switch['mean'] * 1000 / writes / base_gp['mean']:.0f}× a grace period "
+            f"({base_gp['mean']:.1f} ms); fqs=0 shortened a grace period by {gp_saved_ms:.1f} ms and a switch "
+            f"by {switch_saved_ms:.0f} ms; a request to the guest costs {1000 * overhead['mean']:.0f} ms by itself; "
+            f"the seed's 100 iterations would take {duration(200 * base_switch['mean'] / writes)} here (default)")
+    body = "\n".join([
+        "The seed, exactly: Petr Mladek's test-ftrace script switches `current_tracer` between `function` "
+        "and `nop`, with `tracing_on` 1 and 0 after each, 100 times (49.4 s vs 35.3 s across an RCU "
+        "commit, Core 2 Duo, CONFIG_RCU_FAST_NO_HZ=y), and Paul McKenney's answer was to boot with "
+        "`rcutree.jiffies_till_first_fqs=0`. This host's kernel is under lockdown and refuses the "
+        "function tracer (the [rcu](rcu.md) page runs ftrace-events instead); a qemu guest's is not, so "
+        "here `ftrace-switch` runs the seed's loop itself in the guest (the same shell loop perfline runs "
+        f"on a host), on Debian 12's {a} and {b} cloud kernels, with the parameter given on the kernel "
+        "command line as Paul suggested (B) or not (A: the kernel's default). Each kernel is an "
+        "interleaved `perfline ab` of the two command lines (both VMs booted). `rcu-gp` in the same "
+        "guests measures the grace period itself, and a `command` that does nothing measures what one "
+        "request to the guest costs, to show what emulation (TCG: KVM does not run here) does to the "
+        "figure.",
+        "",
+        cli.commands_section(),
+        "",
+        "## Results",
+        "",
+        "mean ±%stddev (n); %change of B against A with its 95% CI from the paired analysis; p of the "
+        "paired test; **\\*** significant at p < 0.01 and beyond 1%. `ftrace-switch.seconds` is the wall "
+        f"time of the whole loop (function, nop × {sizes.switch_iterations}: {writes} tracer switches; the "
+        "seed ran 100 iterations, which emulation makes minutes long, see below) by the guest's clock, as "
+        "`time` timed the seed's script.",
+        "",
+        *sections,
+        "![ftrace-switch in qemu guests, default vs jiffies_till_first_fqs=0](ftrace-switch-vm.png)",
+        "",
+        "### What emulation does to the figure",
+        "",
+        "Per tracer switch (the loop's time divided by its switches), against the grace period `rcu-gp` "
+        "measured in the same kind of guest, and the cost of one empty request to the guest "
+        f"(`command` `true`, {sizes.overhead_repeat} repetitions, timed like the loop):",
+        "",
+        table(["kernel", "one switch ms (A)", "grace period ms (A)", "fqs=0 saves per grace period ms",
+               "fqs=0 saves per switch ms", "stddev of the repetitions per switch ms (A)", "empty request ms"],
+              scale_rows),
+        "",
+        "## Findings (generated from the numbers)",
+        "",
+        *findings,
+    ])
+    return Outcome(body, "ftrace-switch, fqs=0 vs default: " + ", ".join(summary), guests[a]["fingerprint"],
+                   guests)
+
+
+def fqs_of(run: Mapping[str, Any]) -> str:
+    return str(run["fingerprint"]["sysfs"].get("/sys/module/rcutree/parameters/jiffies_till_first_fqs", "?"))
+
+
+def clocksource_of(run: Mapping[str, Any]) -> str:
+    return str(run["fingerprint"]["sysfs"].get(
+        "/sys/devices/system/clocksource/clocksource0/current_clocksource", "?"))
+
+
 STUDIES = (
     Study("rcu", "(a) Grace-period-bound work and rcutree.jiffies_till_first_fqs", rcu_study),
     Study("tbench", "(b) tbench throughput against clients", tbench_study),
     Study("latency", "(c) Per-CPU scheduling latency", latency_study),
     Study("migration", "(d) The migration cost matrix", migration_study),
+    Study("ftrace-vm", "(a, VM) The seed's ftrace loop in qemu guests: jiffies_till_first_fqs, 6.1 and 6.12",
+          ftrace_vm_study, vm=True),
+    Study("pgbench-vm", "(d, VM) A database benchmark across two kernels, in qemu guests", pgbench_vm_study,
+          vm=True),
 )
 
 
@@ -655,7 +1033,7 @@ def write_page(out: Path, study: Study, outcome: Outcome, loads: Sequence[str], 
         "",
         interpretation(study.slug, quick),
         "",
-        machine_section(outcome.fingerprint, loads),
+        vm_machine_section(outcome.guests, loads) if outcome.guests else machine_section(outcome.fingerprint, loads),
         "",
     ])
     (out / f"{study.slug}.md").write_text(text)
@@ -675,11 +1053,15 @@ def write_index(out: Path, index: Mapping[str, Any]) -> None:
         "commands, the tables and figures perfline produced, the machine's fingerprint and load, the "
         "findings generated from the numbers, and a hand-written reading of them. `make case-studies` "
         "regenerates all of them here (`.venv/bin/python bench/case_studies.py --only rcu` one of them; "
-        "`--quick` is a smoke test).",
+        "`--quick` is a smoke test). The studies marked VM boot Debian's 6.1 and 6.12 cloud kernels in "
+        "qemu guests and run only with `--vm` (which `make case-studies` passes): under TCG emulation, "
+        "as KVM cannot run a guest on this machine, so their pages also say what emulation does to "
+        "each figure.",
         "",
         table(["study", "result", "took", "load average before"], rows),
         "",
-        (f"Last full run: {total['stamp']}, {duration(total['seconds'])} in all; load average "
+        (f"Last full run{' (VM studies included)' if total.get('vm') else ' (without the VM studies)'}: "
+         f"{total['stamp']}, {duration(total['seconds'])} in all; load average "
          f"{total['loads'][0]} before and {total['loads'][1]} after (1, 5, 15 min). This 2-vCPU VM is "
          "shared with other work, so \"no hog\" does not mean an idle machine: each page gives the CPU "
          "idle share measured during its repetitions where it matters.")
@@ -691,6 +1073,19 @@ def write_index(out: Path, index: Mapping[str, Any]) -> None:
     (out / "README.md").write_text(text)
 
 
+def check_kernels() -> None:
+    """The VM studies' kernels are registered, or the one command that registers each is said."""
+    missing = []
+    for name in VM_KERNELS:
+        try:
+            get_kernel(name)
+        except KernelError:
+            missing.append(f"{PERFLINE} kernels add-deb {KERNEL_DEBS[name]} --name {name}")
+    if missing:
+        print(f"error: the VM studies boot kernels not registered yet: {' && '.join(missing)}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smoke-test sizes (about a minute)")
@@ -698,12 +1093,19 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(s.slug for s in STUDIES),
                         help="comma-separated studies: " + ", ".join(s.slug for s in STUDIES))
     parser.add_argument("--db", type=Path, help="keep the perfline store here (default: a temporary file)")
+    parser.add_argument("--vm", action="store_true",
+                        help="also the studies in qemu guests (" + ", ".join(s.slug for s in STUDIES if s.vm) +
+                             "; about 25 minutes under TCG)")
     args = parser.parse_args()
-    chosen = [s for s in STUDIES if s.slug in args.only.split(",")]
+    available = [s for s in STUDIES if args.vm or not s.vm]
+    chosen = [s for s in available if s.slug in args.only.split(",")]
     if not chosen:
-        parser.error(f"--only {args.only!r}: no such study")
+        vm_only = [s.slug for s in STUDIES if s.vm and s.slug in args.only.split(",")]
+        parser.error(f"--only {args.only!r}: " + (f"{', '.join(vm_only)} needs --vm" if vm_only else "no such study"))
     if not PERFLINE.exists():
         sys.exit(f"{PERFLINE} is missing: run `make install native` first")
+    if any(s.vm for s in chosen):
+        check_kernels()
     out: Path = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     sizes = QUICK if args.quick else FULL
@@ -723,10 +1125,10 @@ def main() -> None:
             write_page(out, study, outcome, loads, seconds, stamp, args.quick)
             index["studies"][study.slug] = {"summary": outcome.summary, "seconds": seconds, "loads": loads,
                                             "stamp": stamp, "quick": args.quick}
-    if len(chosen) == len(STUDIES):
+    if len(chosen) == len(available):
         index["total"] = {"seconds": time.monotonic() - started, "loads": [first_load, loadavg()],
                           "stamp": datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
-                          "quick": args.quick}
+                          "quick": args.quick, "vm": args.vm}
     index_path.write_text(json.dumps(index, indent=2) + "\n")
     write_index(out, index)
     print(f"wrote {out} in {duration(time.monotonic() - started)}", file=sys.stderr)
