@@ -366,7 +366,7 @@ def test_a_fleet_tracker_tests_confirms_and_bisects_on_the_class_machines(fleet:
     assert regression["status"] == "bisected", tracked.stderr
     assert regression["culprit"] == commits[CULPRIT]
     store = Store.open(fleet.url)
-    tests = [r for r in store.get_runs(store.find_runs(label="demo"))
+    tests = [r for r in store.get_runs(store.find_runs(label="demo")).runs
              if not r.settings.get("interleaved") and r.info.status == RunStatus.COMPLETED]
     assert sorted(r.info.kernel_commit or "" for r in tests) == sorted(commits[23::8])
     machines = {a.machine for a in store.attempts() if a.state == "succeeded"}

@@ -9,7 +9,9 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
+from perfline.analysis.comparison import Side
 from perfline.records.job import Case
 from perfline.records.metric import Direction, Measurement, Metric
 from perfline.records.status import RunStatus
@@ -107,6 +109,41 @@ def test_migrations_match_schema(tmp_path: Path) -> None:
     with store.engine.connect() as connection:
         diff = compare_metadata(MigrationContext.configure(connection), Base.metadata)
     assert diff == []
+
+
+def test_head_revision_is_alembics(tmp_path: Path) -> None:
+    """Store.open skips alembic when a store is at migrate.head_revision(), read from the
+    file names: it must be the head alembic would upgrade to."""
+    store = Store.open(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    with store.engine.connect() as connection:
+        head = ScriptDirectory.from_config(migrate.alembic_config(connection)).get_current_head()
+        assert migrate.head_revision() == head == migrate.current_revision(connection)
+
+
+def test_get_runs_reads_samples_as_columns_in_the_order_asked(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    ids = []
+    for level in (1.0, 2.0, 3.0):
+        run_id = store.start_run(CASE, local.fingerprint(), pid=1)
+        for rep in range(3):
+            store.add_samples(run_id, rep, [Measurement(THROUGHPUT, level + rep)], "benchmark")
+            store.add_samples(run_id, rep, [Measurement(CTXT, 10 * level + rep)], "monitor")
+        store.finish_run(run_id, RunStatus.COMPLETED)
+        ids.append(run_id)
+    order = [ids[2], ids[0], ids[1]]
+    read = store.get_runs(order)
+    assert [r.info.id for r in read.runs] == order
+    assert all(r.info.samples == 3 and not r.samples for r in read.runs)
+    assert list(read.columns) == [THROUGHPUT.name, CTXT.name]
+    column = read.columns[THROUGHPUT.name]
+    assert (column.metric, column.source) == (THROUGHPUT, "benchmark")
+    assert column.values.tolist() == [3.0, 4.0, 5.0, 1.0, 2.0, 3.0, 2.0, 3.0, 4.0]
+    assert column.runs.tolist() == [ids[2]] * 3 + [ids[0]] * 3 + [ids[1]] * 3
+    # A side made of whole runs (compare 12 15) gathers the same columns from their samples.
+    side = Side("runs", [store.get_run(i) for i in order])
+    assert side.metrics() == {name: (c.metric, c.source) for name, c in read.columns.items()}
+    for name, c in read.columns.items():
+        assert list(side.values(name)) == c.values.tolist() and list(side.run_labels(name)) == c.runs.tolist()
 
 
 def test_migration_0005_marks_existing_kernel_bisections(tmp_path: Path) -> None:

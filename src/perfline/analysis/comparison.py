@@ -20,9 +20,12 @@ from perfline.records.metric import Metric
 from perfline.records.profile import Chain, Symbol
 from perfline.stats.profile_diff import ChainShift, SymbolShift, shares, shifts
 from perfline.stats.summary import Summary, summarize
-from perfline.store import RunDetail, Store
+from perfline.store import RunDetail, SampleColumns, Store, sample_columns
 
 if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
     from perfline.stats.two_sample import Comparison
 
 DEFAULT_ALPHA = 0.01
@@ -48,32 +51,30 @@ class Side:
 
     name: str
     runs: list[RunDetail]
+    # Every metric's samples over the runs, as the store reads them for many runs
+    # (Store.get_runs); None: gathered from the runs' own samples.
+    samples: dict[str, SampleColumns] | None = None
 
     def metrics(self) -> dict[str, tuple[Metric, str]]:
-        found: dict[str, tuple[Metric, str]] = {}
-        for run in self.runs:
-            for sample in run.samples:
-                found.setdefault(sample.metric.name, (sample.metric, sample.source))
-        return found
+        """Each metric with its source, in the order they first appear."""
+        return {name: (column.metric, column.source) for name, column in self._columns.items()}
 
-    def values(self, metric: str) -> list[float]:
-        return self._by_metric.get(metric, ([], []))[0]
+    def values(self, metric: str) -> NDArray[np.float64] | list[float]:
+        column = self._columns.get(metric)
+        return [] if column is None else column.values
 
-    def run_labels(self, metric: str) -> list[int]:
+    def run_labels(self, metric: str) -> NDArray[np.int64] | list[int]:
         """The run of each of `values(metric)`: runs, not repetitions, are the unit."""
-        return self._by_metric.get(metric, ([], []))[1]
+        column = self._columns.get(metric)
+        return [] if column is None else column.runs
 
     @cached_property
-    def _by_metric(self) -> dict[str, tuple[list[float], list[int]]]:
-        """Every metric's values and their runs, gathered in one pass: a side by label
-        may hold thousands of runs and a table dozens of metrics."""
-        found: dict[str, tuple[list[float], list[int]]] = {}
-        for run in self.runs:
-            for s in run.samples:
-                values, runs = found.setdefault(s.metric.name, ([], []))
-                values.append(s.value)
-                runs.append(run.info.id)
-        return found
+    def _columns(self) -> dict[str, SampleColumns]:
+        if self.samples is not None:
+            return self.samples
+        rows = [(run.info.id, s.repetition, s.metric.name, s.source, s.value) for run in self.runs for s in run.samples]
+        metrics = {s.metric.name: s.metric for run in self.runs for s in run.samples}
+        return sample_columns(rows, metrics, [run.info.id for run in self.runs])
 
     def description(self) -> dict[str, str]:
         """Fingerprint, params, tunables and settings, flattened; facts that differ
@@ -163,7 +164,7 @@ def compare_sides(
                 compare(base_values, values, metric, alpha=alpha, confidence=confidence, floor_pct=floor, paired=paired,
                         base_runs=None if paired else base.run_labels(name),
                         other_runs=None if paired else side.run_labels(name))
-                if values and name not in summaries
+                if len(values) and name not in summaries
                 else None
             )
         rows.append(MetricRow(metric, source, summarize(base_values), comparisons))
@@ -277,15 +278,12 @@ def sides_by_kernel(store: Store, kernels: list[str]) -> list[list[Side]]:
 
 def _sides_per_case(store: Store, groups: list[tuple[str, list[int]]]) -> list[list[Side]]:
     """Per case that every group has runs of: one side per group, in the given order."""
-    by_case: dict[tuple[str, str], dict[str, list[RunDetail]]] = defaultdict(
-        lambda: defaultdict(list)
-    )
-    for name, run_ids in groups:
-        for run in store.get_runs(run_ids):
-            by_case[(run.info.benchmark, run.info.case_key)][name].append(run)
-    names = [name for name, _ in groups]
-    return [
-        [Side(name, runs[name]) for name in names]
-        for _, runs in sorted(by_case.items())
-        if all(runs.get(name) for name in names)
-    ]
+    cases = [store.run_cases(run_ids) for _, run_ids in groups]
+    common = set.intersection(*(set(found.values()) for found in cases))
+    sides: list[list[Side]] = []
+    for case in sorted(common):
+        sides.append([])
+        for (name, run_ids), found in zip(groups, cases, strict=True):
+            read = store.get_runs([i for i in run_ids if found.get(i) == case])
+            sides[-1].append(Side(name, read.runs, read.columns))
+    return sides

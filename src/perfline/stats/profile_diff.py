@@ -79,21 +79,24 @@ def with_intervals(shifts: list[Shift[K]], base: Sequence[Mapping[K, float]],
                    other: Sequence[Mapping[K, float]], confidence: float = 0.95) -> list[Shift[K]]:
     """Each shift with a Welch t interval from the per-repetition shares (an item not
     among a repetition's top counts 0 there); unchanged where a side has under 2."""
-    from scipy import stats
-
     if len(base) < 2 or len(other) < 2:
         return shifts
+    # Here, not above: the store imports this module, and its other users need neither.
+    import numpy as np
+    from scipy.special import stdtrit  # scipy.stats.t.ppf(q, df) is stdtrit(df, q)
+
     out = []
     for shift in shifts:
         a = [rep.get(shift.key, 0.0) for rep in base]
         b = [rep.get(shift.key, 0.0) for rep in other]
-        va, vb = stats.tvar(a) / len(a) if len(set(a)) > 1 else 0.0, stats.tvar(b) / len(b) if len(set(b)) > 1 else 0.0
+        va = float(np.var(a, ddof=1)) / len(a) if len(set(a)) > 1 else 0.0
+        vb = float(np.var(b, ddof=1)) / len(b) if len(set(b)) > 1 else 0.0
         se = (va + vb) ** 0.5
         if se == 0:
             out.append(replace(shift, ci_pct=(shift.delta_pct, shift.delta_pct)))
             continue
         df = (va + vb) ** 2 / sum(v**2 / (n - 1) for v, n in ((va, len(a)), (vb, len(b))) if v > 0)
-        margin = float(stats.t.ppf((1 + confidence) / 2, df)) * se
+        margin = float(stdtrit(df, (1 + confidence) / 2)) * se
         delta = sum(b) / len(b) - sum(a) / len(a)
         out.append(replace(shift, ci_pct=(delta - margin, delta + margin)))
     return out

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,8 @@ class Summary:
         return 100.0 * self.stddev / abs(self.mean) if self.mean else float("nan")
 
 
-def summarize(values: Sequence[float]) -> Summary:
-    if not values:
+def summarize(values: Sequence[float] | NDArray[np.float64]) -> Summary:
+    if len(values) == 0:
         raise ValueError("cannot summarize an empty sample")
     data = np.asarray(values, dtype=float)
     return Summary(

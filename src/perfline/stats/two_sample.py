@@ -27,13 +27,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import optimize, stats
+
+# scipy.special, not scipy.stats: the t distribution's functions are these ufuncs
+# (scipy.stats.t.sf(x, df) is stdtr(df, -x), t.ppf(q, df) is stdtrit(df, q), norm.ppf
+# is ndtri), and scipy.stats takes 0.85 s more to import (bench/store_scale.py).
+from scipy.special import ndtri, stdtr, stdtrit
 
 from perfline.records.metric import Direction, Metric
+from perfline.stats.ranks import EXACT_MAX_N, mann_whitney_p
 from perfline.stats.summary import Summary, summarize
 
 # Below five repetitions per side no verdict is given. At five, the rank test shown beside
@@ -49,12 +53,11 @@ _MAD_TO_SIGMA = 1.4826
 # the mean absolute deviation instead (1.2533 = sqrt(pi/2) makes it estimate sigma).
 _MEAN_AD_TO_SIGMA = 1.2533
 
-# Rank-test p-values come from the permutation distribution (exact when there are at
-# most this many arrangements, else a seeded Monte Carlo draw of this size).
+# Tied samples with a side of at most ranks.EXACT_MAX_N values take their rank-test
+# p-value from the permutation distribution (the exact tables assume no ties; above that
+# size the tie-corrected normal approximation holds): exact when there are at most this
+# many arrangements, else a seeded Monte Carlo draw of this size.
 _PERMUTATIONS = 9999
-# scipy's exact Mann–Whitney tables assume no ties; up to this size tied samples use
-# the permutation distribution instead, above it the tie-corrected normal approximation.
-_RANK_EXACT_MAX_N = 8
 
 METHOD_LOG_RATIO = "welch-log-ratio"
 METHOD_PAIRED = "paired-log-ratio"
@@ -150,15 +153,15 @@ class _Estimate:
         """Two-sided p-value of "the true value is 0"."""
         if self.se == 0:
             return 1.0 if self.value == 0 else 0.0
-        return float(2 * stats.t.sf(abs(self.value) / self.se, self.df))
+        return float(2 * stdtr(self.df, -abs(self.value) / self.se))
 
     def t_quantile(self, confidence: float) -> float:
-        return float(stats.t.ppf((1 + confidence) / 2, self.df))
+        return float(stdtrit(self.df, (1 + confidence) / 2))
 
 
 def compare(
-    base: Sequence[float],
-    other: Sequence[float],
+    base: Sequence[float] | NDArray[np.float64],
+    other: Sequence[float] | NDArray[np.float64],
     metric: Metric,
     *,
     alpha: float = 0.01,
@@ -166,8 +169,8 @@ def compare(
     confidence: float = 0.95,
     seed: int = 0,
     paired: bool = False,
-    base_runs: Sequence[int] | None = None,
-    other_runs: Sequence[int] | None = None,
+    base_runs: Sequence[int] | NDArray[np.int64] | None = None,
+    other_runs: Sequence[int] | NDArray[np.int64] | None = None,
 ) -> Comparison:
     """Compare `other` with `base`; `seed` fixes the rank test's permutation draw.
 
@@ -183,7 +186,7 @@ def compare(
     if not 0 < alpha < 1 or not 0 < confidence < 1:
         raise ValueError("alpha and confidence must be between 0 and 1")
     b, o = _finite(base, "base"), _finite(other, "other")
-    base_summary, other_summary = summarize(b.tolist()), summarize(o.tolist())
+    base_summary, other_summary = summarize(b), summarize(o)
     # The log form models positive quantities with noise proportional to their level;
     # a zero or negative value says the metric is not one (e.g. iowait %, fault counts).
     method = METHOD_LOG_RATIO if (b > 0).all() and (o > 0).all() else METHOD_RAW
@@ -268,7 +271,7 @@ def mean_ci_halfwidth_pct(values: Sequence[float], confidence: float = 0.95) -> 
     data = np.asarray(values, dtype=float)
     if len(data) < 2 or data.mean() == 0:
         return math.inf
-    t = stats.t.ppf((1 + confidence) / 2, len(data) - 1)
+    t = stdtrit(len(data) - 1, (1 + confidence) / 2)
     return float(100 * t * math.sqrt(_relative_variance_of_mean(data)))
 
 
@@ -286,9 +289,11 @@ def detectable_change_pct(
         return math.inf
     if cv_pct <= 0:
         return 0.0
+    from scipy import optimize, stats  # 0.85 s to import: only the calibration needs it
+
     se = cv_pct / 100 * math.sqrt(2 / n)
     df = 2 * (n - 1)
-    t_crit = stats.t.ppf(1 - alpha / 2, df)
+    t_crit = stdtrit(df, 1 - alpha / 2)
 
     # The two-sided test's other tail (a significant change of the wrong sign) adds
     # under 1e-7 at the powers asked for; leaving it out also avoids scipy's NaNs there.
@@ -316,7 +321,7 @@ def outlier_indexes(values: Sequence[float] | NDArray[np.float64], z: float = OU
     return tuple(int(i) for i in np.flatnonzero(deviation > z * scale))
 
 
-def _finite(values: Sequence[float], side: str) -> NDArray[np.float64]:
+def _finite(values: Sequence[float] | NDArray[np.float64], side: str) -> NDArray[np.float64]:
     data = np.asarray(values, dtype=float)
     if not np.isfinite(data).all():
         raise ValueError(f"{side} sample has a value that is not a finite number")
@@ -336,7 +341,7 @@ class _Side:
     assumed: float = 0.0  # the part of relvar that is assumed, not measured
 
 
-def _side(data: NDArray[np.float64], runs: Sequence[int] | None, trimmed: bool = False) -> _Side:
+def _side(data: NDArray[np.float64], runs: Sequence[int] | NDArray[np.int64] | None, trimmed: bool = False) -> _Side:
     """Runs as the unit: several runs by their means, one run with the assumed
     between-run variance added; without run labels, the values as independent.
     `trimmed` takes 20%-trimmed means of the log values (Yuen) for every mean."""
@@ -457,6 +462,8 @@ def _signed_rank_p_value(b: NDArray[np.float64], o: NDArray[np.float64]) -> floa
     ratios = np.log(o / b)
     if not ratios.any():
         return 1.0
+    from scipy import stats  # 0.85 s to import: only `ab`'s pairs pay it, beside their runs
+
     return float(stats.wilcoxon(ratios, alternative="two-sided").pvalue)
 
 
@@ -486,7 +493,7 @@ def _fieller(
     # the interval is unbounded whatever the df.
     ratio = mean_o / mean_b if mean_b else 0.0
     df = _welch_df(ratio**2 * var_b, len(b), var_o, len(o))
-    t2 = float(stats.t.ppf((1 + confidence) / 2, df)) ** 2
+    t2 = float(stdtrit(df, (1 + confidence) / 2)) ** 2
     # Roots of a·r² - 2·half_b·r + c = 0; a > 0 makes the discriminant non-negative
     # (up to rounding) and the set a bounded interval.
     a = mean_b**2 - t2 * var_b
@@ -503,15 +510,12 @@ def _fieller(
 def _rank_p_value(b: NDArray[np.float64], o: NDArray[np.float64], seed: int) -> float:
     """Two-sided Mann–Whitney U p-value, valid with ties at small n."""
     tied = len(np.unique(np.concatenate([b, o]))) < len(b) + len(o)
-    if tied and min(len(b), len(o)) <= _RANK_EXACT_MAX_N:
-        method: Literal["auto"] | stats.PermutationMethod = stats.PermutationMethod(
-            n_resamples=_PERMUTATIONS, random_state=seed
-        )
-    else:
-        method = "auto"
-    p = stats.mannwhitneyu(o, b, alternative="two-sided", method=method).pvalue
-    # Every value equal: no evidence of a shift; the normal approximation divides by zero.
-    return 1.0 if math.isnan(p) else float(p)
+    if not (tied and min(len(b), len(o)) <= EXACT_MAX_N):
+        return mann_whitney_p(o, b)
+    from scipy import stats  # 0.85 s to import: only small tied samples pay it
+
+    method = stats.PermutationMethod(n_resamples=_PERMUTATIONS, random_state=seed)
+    return float(stats.mannwhitneyu(o, b, alternative="two-sided", method=method).pvalue)
 
 
 def _more_samples(
@@ -524,7 +528,7 @@ def _more_samples(
     if estimate is None or estimate.count < 2 or not math.isfinite(change_pct):
         return MIN_SAMPLES - have if have < MIN_SAMPLES else None
     gap = abs(abs(estimate.value) - math.log1p(floor_pct / 100))
-    needed_var = (gap / float(stats.norm.ppf(1 - alpha / 2))) ** 2
+    needed_var = (gap / float(ndtri(1 - alpha / 2))) ** 2
     shrinkable = estimate.se**2 - estimate.floor_var
     if gap == 0 or needed_var <= estimate.floor_var or shrinkable <= 0:
         return MIN_SAMPLES - have if have < MIN_SAMPLES else None

@@ -6,9 +6,12 @@ from perfline.store.store import (
     RunDetail,
     RunInfo,
     RunNotFound,
+    RunsWithSamples,
     RunValues,
     Sample,
+    SampleColumns,
     Store,
+    sample_columns,
 )
 
 __all__ = [
@@ -17,8 +20,11 @@ __all__ = [
     "RunInfo",
     "RunNotFound",
     "RunValues",
+    "RunsWithSamples",
     "Sample",
+    "SampleColumns",
     "Store",
     "StoreUnavailable",
     "resolve_url",
+    "sample_columns",
 ]

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from sqlalchemy import CursorResult, Engine, delete, func, select, text, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -39,6 +37,10 @@ from perfline.store.schema import (
     SampleRow,
 )
 from perfline.store.trackers import TrackerQueries
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 K = TypeVar("K")
 
@@ -94,7 +96,23 @@ class RunDetail:
     fingerprint: dict[str, Any]
     error: str | None
     output_tail: str | None
+    # Empty from Store.get_runs, which gives the samples of many runs as columns instead.
     samples: list[Sample] = field(default_factory=list)
+
+
+class SampleColumns(NamedTuple):
+    """One metric's samples over several runs, as arrays: a comparison by label reads
+    hundreds of thousands, and it works on arrays (stats.two_sample)."""
+
+    metric: Metric
+    source: str  # of the metric's first sample
+    values: NDArray[np.float64]  # run by run in the runs' order, each run's in the order taken
+    runs: NDArray[np.int64]  # the run id of each value
+
+
+class RunsWithSamples(NamedTuple):
+    runs: list[RunDetail]  # their `samples` empty: they are in `columns`
+    columns: dict[str, SampleColumns]  # by metric name, in the order the metrics first appear
 
 
 @dataclass(frozen=True)
@@ -425,27 +443,36 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
                     select(MetricRow).where(MetricRow.name.in_({s.metric for s in run.samples}))
                 )
             }
-            return _detail(run, [Sample(s.repetition, metrics[s.metric], s.source, s.value) for s in run.samples])
+            samples = [Sample(s.repetition, metrics[s.metric], s.source, s.value) for s in run.samples]
+            return _detail(run, samples, len({s.repetition for s in samples if s.source == "benchmark"}))
 
-    def get_runs(self, run_ids: Sequence[int]) -> list[RunDetail]:
-        """Several runs in two queries (their samples loaded with them), in the order
-        given: a side of a comparison by label may hold thousands."""
+    def run_cases(self, run_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+        """Each run's benchmark and case key, in one query."""
+        query = select(RunRow.id, RunRow.benchmark, RunRow.case_key).where(RunRow.id.in_(list(run_ids)))
+        with self._session() as session:
+            return {run_id: (benchmark, case_key) for run_id, benchmark, case_key in session.execute(query)}
+
+    def get_runs(self, run_ids: Sequence[int]) -> RunsWithSamples:
+        """Several runs in the order given, in three queries, and their samples as
+        columns: a side of a comparison by label may hold thousands of runs."""
         with self._session() as session:
             rows = {run.id: run for run in session.scalars(select(RunRow).where(RunRow.id.in_(list(run_ids))))}
             missing = [i for i in run_ids if i not in rows]
             if missing:
                 raise RunNotFound(f"no run with id {missing[0]} (see `perfline runs`)")
             metrics = {row.name: _metric(row) for row in session.scalars(select(MetricRow))}
-            # Samples as Core tuples: ORM objects for 100,000 samples cost seconds.
-            samples: dict[int, list[Sample]] = defaultdict(list)
+            # By run, then as taken: the run_id index gives this order without a sort
+            # (by id alone SQLite sorted 200,000 rows in a temporary B-tree, 0.15 s).
             query = (select(SampleRow.run_id, SampleRow.repetition, SampleRow.metric, SampleRow.source,
-                            SampleRow.value).where(SampleRow.run_id.in_(list(run_ids))).order_by(SampleRow.id))
+                            SampleRow.value).where(SampleRow.run_id.in_(list(run_ids)))
+                     .order_by(SampleRow.run_id, SampleRow.id))
             # The driver's own tuples: these columns need no conversion, and SQLAlchemy's
             # Row objects cost a third of the time for 400,000 samples.
             cursor = cast(CursorResult[Any], session.connection().execute(query)).cursor
-            for run_id, repetition, metric, source, value in cursor.fetchall():
-                samples[run_id].append(Sample(repetition, metrics[metric], source, value))
-            return [_detail(rows[i], samples[i]) for i in run_ids]
+            samples = cursor.fetchall()
+        repetitions = Counter(run for run, _ in {(s[0], s[1]) for s in samples if s[3] == "benchmark"})
+        return RunsWithSamples([_detail(rows[i], [], repetitions[i]) for i in run_ids],
+                               sample_columns(samples, metrics, run_ids))
 
     def profiled(self, run_ids: Sequence[int]) -> set[int]:
         """Which of these runs have a profile (perf-profile), in one query."""
@@ -647,8 +674,11 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
 def _insert_once(session: Session, table: type[KernelConfig | MetricRow], **values: Any) -> None:
     """Insert a row keyed by content unless it is there: machines of a fleet running the
     same kernel or benchmark for the first time insert the same key at the same moment."""
-    dialect = session.get_bind().dialect.name
-    insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+    # Each dialect's insert imported here: SQLite stores never load PostgreSQL's (0.04 s).
+    if session.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
     session.execute(insert(table).values(**values).on_conflict_do_nothing())
 
 def _by_repetition(rows: Iterable[tuple[int, K, float]]) -> list[dict[K, float]]:
@@ -697,8 +727,31 @@ def _regression(row: RegressionRow) -> Regression:
     )
 
 
-def _detail(run: RunRow, samples: list[Sample]) -> RunDetail:
-    repetitions = len({s.repetition for s in samples if s.source == "benchmark"})
+def sample_columns(samples: Iterable[tuple[int, int, str, str, float]], metrics: Mapping[str, Metric],
+                   run_ids: Sequence[int]) -> dict[str, SampleColumns]:
+    """Samples (run id, repetition, metric name, source, value), each run's in the order
+    taken, as columns by metric: the runs in the order of `run_ids`, the metrics in the
+    order they first appear then.
+
+    Per-sample objects, and a Python list per metric and side, cost 0.45 s of a
+    comparison of 2,000 runs a side (400,000 samples; bench/store_scale.py)."""
+    import numpy as np  # not above: most users of the store never need it
+
+    position = {run_id: i for i, run_id in enumerate(run_ids)}
+    # Stable: each run's samples keep their order (a no-op when they come in run order).
+    ordered = sorted(samples, key=lambda sample: position[sample[0]])
+    gathered: dict[str, tuple[str, list[float], list[int]]] = {}
+    for run_id, _, name, source, value in ordered:
+        found = gathered.get(name)
+        if found is None:
+            found = gathered[name] = (source, [], [])
+        found[1].append(value)
+        found[2].append(run_id)
+    return {name: SampleColumns(metrics[name], source, np.array(values, dtype=float), np.array(runs, dtype=np.int64))
+            for name, (source, values, runs) in gathered.items()}
+
+
+def _detail(run: RunRow, samples: list[Sample], repetitions: int) -> RunDetail:
     return RunDetail(info=_info(run, repetitions), params=run.params, tunables=run.tunables, monitors=run.monitors,
                      settings=run.settings, fingerprint=run.fingerprint, error=run.error,
                      output_tail=run.output_tail, samples=samples)
