@@ -118,7 +118,7 @@ def measure(url: str, samples: int) -> None:
     wall, cpu = min(cli_times(url, "compare", "--label", "A", "--label", "B", "--json") for _ in range(3))
     row("  the same, `perfline compare --label A --label B --json`", wall, 2, "s")
     row("    its CPU time (user + sys)", cpu, None, "s")
-    row("  of which start-up (`perfline version`: Python, scipy)", cli(url, "version"), None, "s")
+    row("  of which start-up (`perfline version`: Python, imports)", cli(url, "version"), None, "s")
     row(f"detect over every series ({METRICS * CASES} series)", cli(url, "detect", "--json"), 60, "s")
 
 
