@@ -14,6 +14,12 @@ ftrace-vm      the seed's loop itself (ftrace-switch, function <-> nop) with
                rcutree.jiffies_till_first_fqs=0 on the kernel command line or not, on
                each kernel (interleaved `ab`); rcu-gp alike; the cost of a request.
 pgbench-vm     pgbench tps at 1, 2, 4 clients, 6.1 against 6.12 (interleaved `ab`).
+slab-vm        Linux 6.1 from Debian's linux-source-6.1 built twice through `perfline
+               kernels build` (Debian's 6.1 config with CONFIG_SLAB=y, then CONFIG_SLUB=y),
+               tbench 1..4 clients in a 2-vCPU guest, SLAB against SLUB (interleaved `ab`)
+               with the slabinfo monitor; the builds' times. The first builds take about an
+               hour each on 2 CPUs; later runs rebuild incrementally.
+cpus-vm        per-CPU latency (cpu-latency) and the migration cost matrix in a 4-vCPU guest.
 
 Every measurement is a `perfline ... --json` subprocess against a fresh SQLite store (a
 temporary file unless --db is given), run from the output directory, where the job
@@ -92,6 +98,10 @@ class Sizes:
     gp_iterations: int
     gp_pairs: int
     overhead_repeat: int
+    slab_clients: tuple[int, ...]
+    slab_duration: int
+    slab_pairs: int
+    migration_vm_repeat: int
 
 
 FULL = Sizes(
@@ -102,6 +112,7 @@ FULL = Sizes(
     migration_sizes=("256K", "4M", "auto"), migration_repeat=20, warmup=1,
     pgbench_clients=(1, 2, 4), pgbench_duration=5, pgbench_pairs=6,
     switch_iterations=1, switch_pairs=6, gp_iterations=20, gp_pairs=8, overhead_repeat=8,
+    slab_clients=(1, 2, 3, 4), slab_duration=5, slab_pairs=5, migration_vm_repeat=5,
 )
 QUICK = Sizes(
     ftrace_iterations=10, ftrace_pairs=2, rcu_iterations=5, rcu_pairs=2,
@@ -111,6 +122,7 @@ QUICK = Sizes(
     migration_sizes=("64K",), migration_repeat=3, warmup=0,
     pgbench_clients=(1,), pgbench_duration=2, pgbench_pairs=2,
     switch_iterations=1, switch_pairs=2, gp_iterations=5, gp_pairs=2, overhead_repeat=2,
+    slab_clients=(1,), slab_duration=2, slab_pairs=2, migration_vm_repeat=2,
 )
 
 
@@ -724,7 +736,7 @@ def profile_section(cases: Sequence[tuple[str, Json]], runs: Sequence[Mapping[st
         for shifts in case["profile_shifts"]:
             lines += [f"**{label}**", "", table(
                 ["symbol", "base %", "other %", "Δ points"],
-                [[f"`{shift['key']}`", f"{shift['base_pct']:.1f}", f"{shift['other_pct']:.1f}",
+                [[f"`{shift['symbol']}`", f"{shift['base_pct']:.1f}", f"{shift['other_pct']:.1f}",
                   f"{shift['delta_pct']:+.1f}"] for shift in shifts[:10]]), ""]
     return lines or ["perf-profile ran but recorded no profiles to compare."]
 
@@ -988,6 +1000,277 @@ def clocksource_of(run: Mapping[str, Any]) -> str:
         "/sys/devices/system/clocksource/clocksource0/current_clocksource", "?"))
 
 
+# --- built kernels: SLAB vs SLUB (--vm) ----------------------------------------------------
+
+# Debian's linux-source-6.1, unpacked once beside perfline's cache: `kernels build` keys its
+# build directories by the tree's path, so the same path keeps the objects between runs.
+SOURCE_TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
+SOURCE_TREE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "perfline-src" / "linux-source-6.1"
+ALLOCATORS = ("slab", "slub")
+# The config options a choice of allocator sets, and what a build outside Debian's
+# packaging cannot keep: its signing certificates (not in linux-source), and debug info
+# (a third of the build's time, and nothing of it reaches a bzImage).
+DERIVED = re.compile(r"^(# )?CONFIG_(SLAB|SLUB|SLOB|SYSTEM_TRUSTED_KEYS|SYSTEM_REVOCATION_KEYS|DEBUG_INFO\w*)[= ].*$")
+
+
+def derived_config(base: str, allocator: str) -> str:
+    """Debian's config with only the slab allocator chosen (and the two build-only changes)."""
+    lines = [line for line in base.splitlines() if not DERIVED.match(line)]
+    chosen = {"slab": ["CONFIG_SLAB=y", "# CONFIG_SLUB is not set"],
+              "slub": ["# CONFIG_SLAB is not set", "CONFIG_SLUB=y"]}[allocator]
+    return "\n".join([*lines, *chosen, 'CONFIG_SYSTEM_TRUSTED_KEYS=""', 'CONFIG_SYSTEM_REVOCATION_KEYS=""',
+                      "CONFIG_DEBUG_INFO_NONE=y", ""])
+
+
+def built_kernel_name(allocator: str) -> str:
+    return f"linux-6.1-{allocator}"
+
+
+def build_allocator_kernels(cli: Perfline) -> dict[str, Json]:
+    """Both kernels built from linux-source-6.1 through `perfline kernels build`; what it said."""
+    if not SOURCE_TREE.is_dir():
+        if not SOURCE_TARBALL.is_file():
+            sys.exit(f"error: {SOURCE_TARBALL} is missing: `apt-get install linux-source-6.1` (make case-studies does)")
+        SOURCE_TREE.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["tar", "xaf", str(SOURCE_TARBALL), "-C", str(SOURCE_TREE.parent)], check=True)
+    base = get_kernel(VM_KERNELS[0]).config()
+    if base is None:
+        sys.exit(f"error: kernel {VM_KERNELS[0]} has no config to start from; register it with `kernels add-deb`")
+    configs = SOURCE_TREE.parent / "configs"
+    configs.mkdir(exist_ok=True)
+    built = {}
+    for allocator in ALLOCATORS:
+        config = configs / f"{allocator}.config"
+        config.write_text(derived_config(base, allocator))
+        print(f"building {built_kernel_name(allocator)} (from nothing: tens of minutes on 2 CPUs)",
+              file=sys.stderr, flush=True)
+        built[allocator] = cli("kernels", "build", str(SOURCE_TREE), "--config", str(config),
+                               "--name", built_kernel_name(allocator), "--replace")
+    return built
+
+
+def build_rows(built: Mapping[str, Json]) -> list[list[str]]:
+    rows = []
+    for allocator, doc in built.items():
+        first, this = doc["builds"][0], doc["builds"][-1]
+        cached = (f"{first['ccache_hits']} / {first['ccache_misses']}" if "ccache_hits" in first else "no ccache")
+        rows.append([f"`{doc['name']}`", doc["release"], first["finished_at"], duration(first["seconds"]), cached,
+                     duration(this["seconds"]), str(len(doc["builds"]))])
+    return rows
+
+
+def slab_caches(runs: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """The caches slabinfo named in these runs (those whose active bytes moved most), by
+    their mean active KiB at the end of the repetitions that named them."""
+    found: dict[str, list[float]] = {}
+    for run in runs:
+        for metric, summary in run["summary"].items():
+            if metric.startswith("slabinfo.") and metric.endswith(".active_kib"):
+                found.setdefault(metric.removeprefix("slabinfo.").removesuffix(".active_kib"), []).append(
+                    summary["mean"])
+    return {cache: sum(values) / len(values) for cache, values in sorted(found.items())}
+
+
+def slab_vm_study(cli: Perfline, out: Path, sizes: Sizes) -> Outcome:
+    built = build_allocator_kernels(cli)
+    a, b = (built_kernel_name(x) for x in ALLOCATORS)
+    throughput: dict[str, list[list[float]]] = {a: [], b: []}
+    by_kernel: dict[str, list[Json]] = {a: [], b: []}
+    sections, findings, summary = [], [], []
+    for clients in sizes.slab_clients:
+        job = cli.job(f"tbench-slab-vm-c{clients}", f"""
+benchmark: tbench
+params: {{clients: {clients}, duration: {sizes.slab_duration}}}
+target: qemu
+kernel: {a}
+accel: tcg
+vm_cpus: {VM_CPUS}
+vm_memory: {VM_MEMORY_MB}
+warmup: {sizes.warmup}
+monitors: [slabinfo, meminfo, proc-stat, pace]
+""")
+        case = ab_case(cli, job, f"kernel:{a}", f"kernel:{b}", sizes.slab_pairs)
+        runs = [cli("show", str(run_id), record=False) for run_id in side_runs(case)]
+        for kernel, run in zip((a, b), runs, strict=True):
+            throughput[kernel].append(samples(run, "tbench.throughput"))
+            by_kernel[kernel].append(run)
+        change = metric_row(case, "tbench.throughput")["others"][0]
+        findings.append(f"- `tbench.throughput`, {clients} client{'s' if clients > 1 else ''}: SLUB vs SLAB: "
+                        f"{finding(change)}")
+        summary.append(f"{clients}: {change_cell(change, '*')}")
+        sections += [
+            f"### {clients} client{'s' if clients > 1 else ''} (runs {', '.join(str(r['id']) for r in runs)})",
+            "",
+            comparison_table(case, ["tbench.throughput", "tbench.latency_max", "slabinfo.active_mib",
+                                    "meminfo.sunreclaim", *context_metrics(case)], (a, b)),
+            "",
+        ]
+    sweep_plot(
+        out / "slab-vm.png", list(sizes.slab_clients),
+        [Labelled(f"{kernel} ({allocator.upper()})", tuple(Estimate.ci(values) for values in throughput[kernel]))
+         for allocator, kernel in zip(ALLOCATORS, (a, b), strict=True)],
+        title=f"tbench in a {VM_CPUS}-vCPU TCG guest: Linux 6.1 with SLAB and with SLUB "
+              f"({sizes.slab_pairs} interleaved pairs)",
+        xlabel="clients", ylabel=value_label("MB/s", "higher"), error="95% CI",
+    )
+    caches = {kernel: slab_caches(runs) for kernel, runs in by_kernel.items()}
+    cache_rows = [[f"`{cache}`", *(number(caches[k][cache]) if cache in caches[k] else "-" for k in (a, b))]
+                  for cache in sorted(caches[a].keys() | caches[b].keys())]
+    all_runs = [run for runs in by_kernel.values() for run in runs]
+    body = "\n".join([
+        "The seed: Nick Piggin ran tbench 1 to 16 clients, 5 times each, on an 8-core machine with SLAB "
+        "and with SLUB and found SLUB about 20% slower once every CPU was busy; that report was part of "
+        "why SLAB stayed. Here Linux 6.1 (Debian's `linux-source-6.1`) is built twice through "
+        "`perfline kernels build` from Debian's own 6.1 cloud config, the same but for the allocator "
+        f"(`CONFIG_SLAB=y` against `CONFIG_SLUB=y`), each booted in a {VM_CPUS}-vCPU qemu guest under TCG, "
+        f"and tbench runs 1 to {2 * VM_CPUS} clients (client and server in the guest) as an interleaved "
+        "`perfline ab` of the two kernels, with the `slabinfo` monitor reading the guest's /proc/slabinfo.",
+        "",
+        "## The builds",
+        "",
+        f"`{SOURCE_TREE.name}` unpacked from `{SOURCE_TARBALL}`; the config is {VM_KERNELS[0]}'s (Debian's "
+        "cloud config) with the allocator chosen, Debian's signing certificates left out (not in "
+        "linux-source) and debug info off (it only slows the build; a bzImage carries none); "
+        "`make olddefconfig` settles the rest. The first build in a directory is the one from nothing "
+        "(ccache hits / misses as ccache counted them during it); later ones are incremental.",
+        "",
+        table(["kernel", "release", "first built", "first build", "ccache hits / misses", "this run's build",
+               "builds"], build_rows(built)),
+        "",
+        cli.commands_section(),
+        "",
+        "## Results",
+        "",
+        f"mean ±%stddev (n) over the repetitions ({sizes.slab_duration} s of tbench each); %change of SLUB "
+        "against SLAB with its 95% CI from the paired analysis; **\\*** significant at p < 0.01 and beyond "
+        "1%. `slabinfo.active_mib` and `meminfo.sunreclaim` are the guest's at the end of each repetition.",
+        "",
+        *sections,
+        "![tbench against clients, SLAB and SLUB](slab-vm.png)",
+        "",
+        "### The caches that moved",
+        "",
+        "slabinfo names the caches whose active bytes moved most during a repetition (at least "
+        "64 KiB); their mean active KiB at the end, per kernel (\"-\": never among them):",
+        "",
+        table(["cache", a, b], cache_rows) if cache_rows else "No cache moved by 64 KiB or more in a repetition.",
+        "",
+        "## Findings (generated from the numbers)",
+        "",
+        *findings,
+    ])
+    guests = {kernel: runs[0] for kernel, runs in by_kernel.items()}
+    return Outcome(body, "tbench SLUB vs SLAB by clients: " + ", ".join(summary), all_runs[0]["fingerprint"], guests)
+
+
+# --- per-CPU latency and migration cost in a 4-vCPU guest (--vm) -------------------------------
+
+WIDE_VM_CPUS = 4
+
+
+def cpus_vm_study(cli: Perfline, out: Path, sizes: Sizes) -> Outcome:
+    kernel = VM_KERNELS[-1]
+    vm = f"""
+target: qemu
+kernel: {kernel}
+accel: tcg
+vm_cpus: {WIDE_VM_CPUS}
+vm_memory: {VM_MEMORY_MB}
+warmup: {sizes.warmup}
+"""
+    latency_job = cli.job("cpu-latency-vm", f"""
+benchmark: cpu-latency
+params: {{duration_ms: {sizes.latency_ms}}}
+repeat: {sizes.latency_repeat}
+monitors: [proc-stat, pace]
+{vm.strip()}
+""")
+    [latency] = cli("run", latency_job)
+    cpus = list(range(WIDE_VM_CPUS))
+    gaps = {cpu: samples(latency, f"cpu-latency.cpu{cpu}.max_gap") for cpu in cpus}
+    grouped_bars(
+        out / "cpus-vm-latency.png", [f"CPU {cpu}" for cpu in cpus],
+        [Labelled(kernel, tuple(Estimate.stddev(gaps[cpu]) for cpu in cpus))],
+        title=f"largest gap seen by a SCHED_FIFO spinner per vCPU, {WIDE_VM_CPUS}-vCPU TCG guest "
+              f"({sizes.latency_ms} ms spins, {sizes.latency_repeat} repetitions)",
+        ylabel=value_label("µs", "lower"), error="stddev",
+        log=max(max(v) for v in gaps.values()) > 10 * min(min(v) for v in gaps.values()),
+    )
+    latency_rows = []
+    for cpu in cpus:
+        s = latency["summary"][f"cpu-latency.cpu{cpu}.max_gap"]
+        latency_rows.append([str(cpu), f"{number(s['mean'])} ± {number(s['stddev'])} ({s['n']})",
+                             number(s["min"]), number(s["median"]), number(s["max"])])
+    migration_job = cli.job("migration-cost-vm", f"""
+benchmark: migration-cost
+params: {{size: 256K, repeat: {sizes.migration_repeat}}}
+repeat: {sizes.migration_vm_repeat}
+monitors: [pace]
+{vm.strip()}
+""")
+    [migration] = cli("run", migration_job)
+    pair = {(s, d): migration["summary"][f"migration-cost.cpu{s}-cpu{d}.cost_us"]
+            for s in cpus for d in cpus if s != d}
+    heatmap(
+        out / "cpus-vm-migration.png",
+        [[pair[s, d]["mean"] if s != d else float("nan") for d in cpus] for s in cpus],
+        [f"from vCPU {s}" for s in cpus], [f"to vCPU {d}" for d in cpus],
+        title=f"migration cost in a {WIDE_VM_CPUS}-vCPU TCG guest, 256 KiB (µs, mean of "
+              f"{sizes.migration_vm_repeat} repetitions; stddev in brackets)",
+        unit="µs",
+        cells=[[f"{pair[s, d]['mean']:.1f}\n({pair[s, d]['stddev']:.1f})" if s != d else "-" for d in cpus]
+               for s in cpus],
+    )
+    costs = [v["mean"] for v in pair.values()]
+    spread = [v["stddev"] / abs(v["mean"]) * 100 for v in pair.values() if v["mean"]]
+    means = {cpu: latency["summary"][f"cpu-latency.cpu{cpu}.max_gap"]["mean"] for cpu in cpus}
+    settings = migration["settings"]
+    findings = [
+        "- largest gap per vCPU (mean of repetitions): " + ", ".join(f"vCPU {c} {number(v)} µs" for c, v in
+                                                                       means.items()),
+        f"- migration cost over the {len(pair)} ordered vCPU pairs: {min(costs):.1f} to {max(costs):.1f} µs "
+        f"(mean {sum(costs) / len(costs):.1f}); the repetitions' spread per pair is "
+        f"{min(spread):.0f}-{max(spread):.0f}% of the pair's mean",
+        f"- the guest reports a {settings['cache_size'] // 1024} KiB cache and {settings['cpu_mhz']:.0f} MHz "
+        f"(QEMU's model, not this host's); its clock source is {clocksource_of(latency)}",
+        f"- {WIDE_VM_CPUS} vCPUs are {WIDE_VM_CPUS} QEMU threads on this host's {CPUS} CPUs: a vCPU waits "
+        "whenever its thread is not running, so the gaps measure this host's scheduling of QEMU as much as "
+        "the guest kernel's, and a \"migration\" between vCPUs need not move anything between real caches",
+    ]
+    body = "\n".join([
+        "The seeds: Rusty Russell's per-CPU stop_machine latency graph (a spinner per CPU, the largest "
+        "gap between its clock reads) and Ingo Molnar's boot-time migration cost matrix, both on "
+        "machines with more CPUs than this 2-vCPU host has. A guest can have more CPUs than its host: "
+        f"here both run in a {WIDE_VM_CPUS}-vCPU qemu guest booting {kernel} under TCG. Read the numbers "
+        "for what they are: emulated CPUs on fewer real ones (see the findings).",
+        "",
+        cli.commands_section(),
+        "",
+        "## Per-CPU latency",
+        "",
+        "Per vCPU: the largest gap of each repetition, mean ± stddev (n), and the smallest, median and "
+        "largest of them, in µs.",
+        "",
+        table(["vCPU", "max gap µs", "min", "median", "max"], latency_rows),
+        "",
+        "![largest gap per vCPU](cpus-vm-latency.png)",
+        "",
+        "## Migration cost matrix",
+        "",
+        f"`migration-cost` (size 256 KiB, {sizes.migration_repeat} migrations per pair and repetition) with "
+        "its probe run in the guest, so the CPUs paired are the guest's.",
+        "",
+        "![migration cost matrix in the guest](cpus-vm-migration.png)",
+        "",
+        "## Findings (generated from the numbers)",
+        "",
+        *findings,
+    ])
+    summary = (f"worst vCPU gap {number(max(means.values()))} µs; migration {min(costs):.1f}-{max(costs):.1f} µs "
+               f"over {len(pair)} pairs")
+    return Outcome(body, summary, latency["fingerprint"], {kernel: latency})
+
+
 STUDIES = (
     Study("rcu", "(a) Grace-period-bound work and rcutree.jiffies_till_first_fqs", rcu_study),
     Study("tbench", "(b) tbench throughput against clients", tbench_study),
@@ -996,6 +1279,10 @@ STUDIES = (
     Study("ftrace-vm", "(a, VM) The seed's ftrace loop in qemu guests: jiffies_till_first_fqs, 6.1 and 6.12",
           ftrace_vm_study, vm=True),
     Study("pgbench-vm", "(d, VM) A database benchmark across two kernels, in qemu guests", pgbench_vm_study,
+          vm=True),
+    Study("slab-vm", "(b, VM) SLAB against SLUB under tbench: Linux 6.1 built twice, in qemu guests",
+          slab_vm_study, vm=True),
+    Study("cpus-vm", "(c/d, VM) Per-CPU latency and the migration cost matrix in a 4-vCPU guest", cpus_vm_study,
           vm=True),
 )
 

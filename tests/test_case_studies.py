@@ -48,7 +48,7 @@ def test_quick_vm_studies_write_pages_from_the_guests(tmp_path: Path) -> None:
     `make case-studies` expects them) and their pages describe the guests, not this host."""
     out = tmp_path / "case-studies"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "case_studies.py"), "--quick", "--vm", "--only", "ftrace-vm,pgbench-vm",
+        [sys.executable, str(ROOT / "bench" / "case_studies.py"), "--quick", "--vm", "--only", "ftrace-vm,pgbench-vm,cpus-vm",
          "--out", str(out)],
         capture_output=True, text=True, timeout=900, check=False,
     )
@@ -62,5 +62,7 @@ def test_quick_vm_studies_write_pages_from_the_guests(tmp_path: Path) -> None:
     assert "jiffies_till_first_fqs as the guests read it after boot: A 1, B 0" in ftrace
     assert "| `pgbench.tps` transactions/s |" in pgbench
     assert "perf-profile" in pgbench  # ran and compared, or said why not
-    for figure in ("ftrace-switch-vm", "pgbench-vm"):
+    cpus = (out / "cpus-vm.md").read_text()
+    assert "| vCPU | max gap µs |" in cpus and "over the 12 ordered vCPU pairs" in cpus
+    for figure in ("ftrace-switch-vm", "pgbench-vm", "cpus-vm-latency", "cpus-vm-migration"):
         assert (out / f"{figure}.png").read_bytes().startswith(b"\x89PNG")
