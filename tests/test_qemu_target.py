@@ -23,7 +23,7 @@ import pytest
 from perfline.analysis.comparison import Side
 from perfline.jobs import JobError, expand, load_job
 from perfline.records.fingerprint import differences, flatten
-from perfline.store import RunDetail, RunInfo
+from perfline.store import RunDetail, RunInfo, Store
 from perfline.system.native import CHECKOUT, native_binary
 from perfline.targets import initramfs, kernels
 from perfline.targets.kvm_memo import KvmMemo
@@ -532,3 +532,26 @@ def test_migration_cost_pairs_up_the_guests_cpus(debian_61: kernels.Kernel, tmp_
     pairs = {m for m in run["summary"] if m.startswith("migration-cost.cpu")}
     assert pairs == {f"migration-cost.cpu{s}-cpu{d}.cost_us" for s in range(3) for d in range(3) if s != d}
     assert run["settings"]["cpus"] == [0, 1, 2] and run["settings"]["cache_size"] == 65536
+
+
+@pytest.mark.slow
+@vm
+def test_perf_profile_records_the_guest_kernel_with_its_own_perf(debian_61: kernels.Kernel, tmp_path: Path) -> None:
+    """On a Debian root file system the guest has perf: the profile is the guest kernel's
+    (pipe reads and context switches of sched-pipe), not QEMU's code on this host."""
+    registered(*KERNEL_612, tmp_path)
+    db = tmp_path / "db"
+    proc = perfline(
+        db, "run", "sched-pipe", "-p", "loops=20000", "--repeat", "2", "--warmup", "0", "--target", "qemu",
+        "--kernel", "debian-6.12", "--vm-cpus", "2", "--accel", "tcg", "--monitor", "perf-profile", "--json",
+    )
+    [run] = json.loads(proc.stdout)
+    assert run["status"] == "completed", run["error"]
+    assert run["summary"]["perf-profile.samples"]["min"] > 100
+    store = Store.open(f"sqlite:///{db}")
+    profile, chains = store.profile(run["id"]), store.chains(run["id"])
+    store.close()
+    symbols = {entry.symbol for entry in profile}
+    assert any(s.startswith(("pipe_read", "pipe_write", "finish_task_switch", "__schedule")) for s in symbols), symbols
+    assert not any("qemu" in entry.dso or entry.dso == "[JIT]" for entry in profile)
+    assert any("pipe_read" in chain.frames or "pipe_write" in chain.frames for chain in chains), chains[:5]

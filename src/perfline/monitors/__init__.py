@@ -1,6 +1,6 @@
 """The monitor catalogue."""
 
-from perfline.monitors.base import Monitor, MonitorUnavailable, ProfilingMonitor
+from perfline.monitors.base import Monitor, MonitorFailed, MonitorUnavailable, ProfilingMonitor
 from perfline.plugins import Registry
 
 MONITORS: Registry[Monitor] = Registry(
@@ -34,6 +34,7 @@ __all__ = [
     "DEFAULT_MONITORS",
     "MONITORS",
     "Monitor",
+    "MonitorFailed",
     "MonitorUnavailable",
     "ProfilingMonitor",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar, Self
+from typing import ClassVar
 
 from perfline.monitors.files import HOST, SystemFiles
 from perfline.records.metric import Measurement, Metric
@@ -12,6 +12,11 @@ from perfline.records.profile import Profile
 
 class MonitorUnavailable(RuntimeError):
     """The monitor cannot run on this system; the message says why and what to do."""
+
+
+class MonitorFailed(RuntimeError):
+    """The monitor's tool failed during a run; the message has its output. The run fails
+    with it, as with a benchmark's failure: its repetitions so far are kept."""
 
 
 class Monitor(ABC):
@@ -29,7 +34,7 @@ class Monitor(ABC):
     sources: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
-    def on(cls, files: SystemFiles) -> Self:
+    def on(cls, files: SystemFiles) -> Monitor:
         """The monitor of the system whose files these are. One that measures this host
         by other means (perf's events) cannot see inside a VM and says so."""
         if files is not HOST:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Self
 
 from perfline.monitors.base import Monitor
 from perfline.monitors.files import HOST, SystemFiles
@@ -53,7 +52,7 @@ class CounterMonitor(Monitor):
         self._before: Snapshot | None = None
 
     @classmethod
-    def on(cls, files: SystemFiles) -> Self:
+    def on(cls, files: SystemFiles) -> Monitor:
         return cls(files)
 
     @abstractmethod

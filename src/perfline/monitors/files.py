@@ -13,6 +13,16 @@ import glob
 import time
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import Protocol
+
+
+class Shell(Protocol):
+    """Commands run on the system under test, for monitors that need a tool there (a
+    guest's own perf); this host's monitors run their tools directly."""
+
+    def sh(self, script: str, timeout: float) -> tuple[int, str, str]:
+        """`sh -c script` there: its exit status, stdout and stderr."""
+        ...
 
 
 class SystemFiles(ABC):
@@ -20,6 +30,8 @@ class SystemFiles(ABC):
 
     # Said in messages: "no /proc/schedstat on {where}".
     where: str
+    # Where commands run on that system, when it is not this host.
+    shell: Shell | None = None
 
     def refresh(self) -> None:
         """Take a new look; reads until the next refresh see what it saw."""

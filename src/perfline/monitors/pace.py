@@ -10,7 +10,7 @@ own steadiness beside the numbers.
 from __future__ import annotations
 
 import subprocess
-from typing import ClassVar, Self
+from typing import ClassVar
 
 from perfline.monitors.base import Monitor, MonitorUnavailable
 from perfline.monitors.files import SystemFiles
@@ -28,7 +28,7 @@ class Pace(Monitor):
     metrics: ClassVar[tuple[Metric, ...]] = (SLOWDOWN,)
 
     @classmethod
-    def on(cls, files: SystemFiles) -> Self:
+    def on(cls, files: SystemFiles) -> Monitor:
         # This host's pace, also for a case in a VM: an emulated guest runs exactly as
         # fast as the host lets it, so a slow spell here is one there.
         return cls()

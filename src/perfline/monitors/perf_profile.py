@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfline.monitors.base import MonitorUnavailable, ProfilingMonitor
+from perfline.monitors.base import Monitor, MonitorUnavailable, ProfilingMonitor
+from perfline.monitors.files import HOST, SystemFiles
 from perfline.monitors.perf_tool import PerfSession, find_perf, system_wide_perf
 from perfline.records.metric import Direction, Measurement, Metric
 from perfline.records.profile import FOLD, Chain, ChainEntry, Profile, ProfileEntry
@@ -182,10 +183,23 @@ def summarize(rows: list[ReportRow], exclude_pids: Collection[int], top: int, de
     return Tally(total, kernel_samples, Profile(symbols, top_chains))
 
 
-def kernel_addresses_visible(first_kallsyms_line: str) -> bool:
-    """kptr_restrict shows addresses as zeros to whoever may not see them."""
-    fields = first_kallsyms_line.split()
-    return bool(fields) and int(fields[0], 16) != 0
+def measurements(tally: Tally) -> list[Measurement]:
+    """The samples counted and, when there were some, the kernel's share of them."""
+    measured = [Measurement(SAMPLES, tally.samples)]
+    if tally.samples:
+        measured.append(Measurement(KERNEL_PCT, 100.0 * tally.kernel_samples / tally.samples))
+    return measured
+
+
+def kernel_addresses_visible(kallsyms: Iterable[str]) -> bool:
+    """kptr_restrict shows every address as zeros to whoever may not see them. The first
+    lines can be per-CPU symbols, at 0 whoever reads them (6.12 begins with
+    `0000000000000000 A fixed_percpu_data`), so the first function's address tells."""
+    for line in kallsyms:
+        fields = line.split()
+        if len(fields) >= 3 and fields[1] in ("T", "t"):
+            return int(fields[0], 16) != 0
+    return False
 
 
 class PerfProfile(ProfilingMonitor):
@@ -194,6 +208,18 @@ class PerfProfile(ProfilingMonitor):
                "kernel share")
     metrics = (SAMPLES, KERNEL_PCT)
     packages = ("linux-perf",)
+
+    @classmethod
+    def on(cls, files: SystemFiles) -> Monitor:
+        # Here perf would sample QEMU's code generator; inside, the guest's own perf.
+        if files is HOST:
+            return cls()
+        if files.shell is None:
+            raise MonitorUnavailable(f"{cls.name}: cannot run commands on {files.where}")
+        # Imported here: that module builds on this one.
+        from perfline.monitors.perf_profile_guest import GuestPerfProfile
+
+        return GuestPerfProfile(files.shell)
 
     def __init__(self, frequency_hz: int = FREQUENCY_HZ, top: int = TOP) -> None:
         self.frequency_hz = frequency_hz
@@ -206,7 +232,7 @@ class PerfProfile(ProfilingMonitor):
         system_wide_perf(self.name)
         try:
             with KALLSYMS.open() as kallsyms:
-                visible = kernel_addresses_visible(kallsyms.readline())
+                visible = kernel_addresses_visible(kallsyms)
         except FileNotFoundError as exc:
             raise MonitorUnavailable(
                 f"{self.name}: this kernel has no /proc/kallsyms (CONFIG_KALLSYMS), "
@@ -247,11 +273,7 @@ class PerfProfile(ProfilingMonitor):
         # perf's own pid: its writing of perf.data is the cost of watching, not the workload.
         tally = summarize(parse_report(report), {IDLE_PID, session.proc.pid}, self.top)
         self._profile = tally.profile
-        measured = [Measurement(SAMPLES, tally.samples)]
-        if tally.samples:
-            kernel_pct = 100.0 * tally.kernel_samples / tally.samples
-            measured.append(Measurement(KERNEL_PCT, kernel_pct))
-        return measured
+        return measurements(tally)
 
     def profile(self) -> Profile:
         return self._profile

@@ -20,7 +20,7 @@ from perfline.benchmarks import (
     BenchmarkUnavailable,
 )
 from perfline.benchmarks.base import CommandBenchmark
-from perfline.monitors import MONITORS, Monitor, MonitorUnavailable, ProfilingMonitor
+from perfline.monitors import MONITORS, Monitor, MonitorFailed, MonitorUnavailable, ProfilingMonitor
 from perfline.monitors.files import HOST, SystemFiles
 from perfline.records.fingerprint import Fingerprint
 from perfline.records.job import AUTO_MIN_REPEAT, Case
@@ -36,7 +36,7 @@ from perfline.targets.guest import GuestBenchmark
 from perfline.tunables import TunableError, applied, read_back
 
 # Errors that end a run as `failed` without being perfline bugs.
-RUN_ERRORS = (BenchmarkFailed, BenchmarkUnavailable, TunableError)
+RUN_ERRORS = (BenchmarkFailed, BenchmarkUnavailable, MonitorFailed, TunableError)
 
 
 class Observer(Protocol):

@@ -238,6 +238,7 @@ class GuestFiles(SystemFiles):
 
     def __init__(self, vm: Vm, patterns: Iterable[str]) -> None:
         self._vm = vm
+        self.shell = self
         # Unquoted: the guest's shell expands the patterns; one that matches nothing stays
         # as written and grep -s and ls pass over it, so the file reads as missing. grep
         # prints nothing of an empty file (/proc/diskstats without disks), so `ls` says
@@ -271,3 +272,10 @@ class GuestFiles(SystemFiles):
 
     def now(self) -> float:
         return self._taken
+
+    def sh(self, script: str, timeout: float) -> tuple[int, str, str]:
+        try:
+            result = self._vm.run(["/bin/sh", "-c", script], timeout)
+        except GuestFailed as exc:
+            raise BenchmarkFailed(f"a monitor's command in the guest: {exc}", exc.console_tail) from exc
+        return result.status, result.stdout.decode(errors="replace"), result.stderr.decode(errors="replace")
