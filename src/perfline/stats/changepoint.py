@@ -4,7 +4,9 @@ The method is written up in docs/statistics.md ("Change-point detection"); in sh
 
 - Each point is scored by the mean mid-rank of its repetitions among all samples of the
   segment under test, so outliers and heavy tails weigh no more than any other sample
-  and a point with several agreeing repetitions scores sharper than a single run.
+  and a point with several agreeing repetitions scores sharper than a single run. When
+  points hold different numbers of repetitions, each score is standardized by its
+  spread under no change (between-run plus within-run variance over the count).
 - A segment is tested with the standardized two-sample rank scan (a Mann–Whitney z for
   every split), divided by the long-run variance factor of AR(1) noise.
 - The p-value is that of the *maximum* over all splits under the null of no change:
@@ -12,12 +14,15 @@ The method is written up in docs/statistics.md ("Change-point detection"); in sh
   discreteness correction) on long segments, a seeded permutation test on short ones.
   A split is made when it is below the false-alarm rate.
 - Binary segmentation, then each change point is re-tested between its neighbours,
-  re-placed, and dropped unless still significant. This runs twice: first assuming
-  independent noise, then with the autocorrelation of the residuals around the first
-  segmentation's levels.
+  re-placed, and dropped unless still significant. This runs twice: first with the
+  least autocorrelation that differences of the scores allow, then with the
+  autocorrelation of the residuals around the first segmentation's levels, the
+  p-values averaged over that estimate's sampling error.
 - Magnitude: Hodges–Lehmann shift between the neighbouring segments (on log values when
   all are positive), with the Mann–Whitney (Moses) interval widened by the same
-  long-run variance factor.
+  long-run variance factor, both then estimated given that the change was found (a
+  normal truncated at the test's critical value), so that changes found near the level
+  are not overstated.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import ndtr, ndtri
+from scipy.optimize import brentq
+from scipy.special import log_ndtr, ndtr, ndtri
 
 # A change needs this many points on each side. One or two deviant points in a row look
 # the same as outliers; with single-run points the rank scan could not make them
@@ -58,6 +64,13 @@ _CI_LEVEL = 0.95
 # enough; that is checked for this many splits at each end, where it matters.
 _REACH_EDGE = 64
 _MAX_MOVE_ROUNDS = 5
+# Nodes and weights of the Gauss-Hermite average over the autocorrelation's sampling error.
+_RHO_NODES, _RHO_WEIGHTS = np.polynomial.hermite_e.hermegauss(5)
+_RHO_WEIGHTS /= _RHO_WEIGHTS.sum()
+# P(Z >= z | selected) at the conditional interval's lower end, middle, upper end.
+_SELECTED_QUANTILES = (0.025, 0.5, 0.975)
+# How closely a critical |z| is solved for.
+_CRITICAL_XTOL = 1e-3
 
 
 @dataclass(frozen=True)
@@ -94,12 +107,20 @@ class _Series:
         return len(self.summaries)
 
     def scores(self, a: int, b: int) -> NDArray[np.float64]:
-        """Mean mid-rank of each point's samples among all samples of points a..b-1, in (0, 1]."""
+        """Mean mid-rank of each point's samples among all samples of points a..b-1.
+
+        When the points hold different numbers of samples, each mean is standardized by
+        its spread under no change: a mean of 8 repetitions varies less than a single
+        run, and unequal spreads would make the points' order matter under the null.
+        """
         lo, hi = self.starts[a], self.starts[b]
         ranks = _midranks(self.values[lo:hi]) / (hi - lo)
         offsets = self.starts[a:b] - lo
         counts = np.diff(self.starts[a : b + 1])
-        return np.add.reduceat(ranks, offsets) / counts
+        means = np.add.reduceat(ranks, offsets) / counts
+        if counts.min() == counts.max():
+            return means
+        return (means - ranks.mean()) / np.sqrt(_point_variances(ranks, offsets, counts, means))
 
     def scan(self, a: int, b: int) -> _Scan | None:
         """The rank scan of points a..b-1; None when all their scores tie."""
@@ -133,24 +154,25 @@ def detect(
     series = _to_series(points)
     if len(series) < 2 * MIN_SEGMENT:
         return []
-    tests, factor = _segment(series, math.log(false_alarm_rate), np.random.default_rng(seed))
-    bounds = [0, *(t.split for t in tests), len(series)]
-    return [_describe(series, bounds[i], t, bounds[i + 2], factor) for i, t in enumerate(tests)]
-
-
-def _segment(series: _Series, log_alpha: float, rng: np.random.Generator) -> tuple[list[_Test], float]:
-    """Tests of the change points and the long-run variance factor they were made with.
-
-    The noise's autocorrelation is estimated from residuals around the levels of a
-    first segmentation that assumes independent noise; the second segmentation uses
-    it. Estimating it without removing the levels would take every step for
-    correlation; iterating further would feed on itself, as a more cautious pass
-    leaves steps in the residuals and raises the estimate again.
-    """
-    first = _Tester(series, log_alpha, 0.0, rng)
+    log_alpha = math.log(false_alarm_rate)
+    rng = np.random.default_rng(seed)
+    # The first pass assumes the least correlation that differences of the scores
+    # (robust to steps) allow: assuming none cuts strongly correlated noise into many
+    # short segments, whose residuals then understate the correlation.
+    first = _Tester(series, log_alpha, _Correlation(_difference_correlation(series)), rng)
     splits = [t.split for t in _refine(first, _binary_segmentation(first))]
-    tester = _Tester(series, log_alpha, _noise_correlation(series, splits), rng)
-    return _refine(tester, _binary_segmentation(tester)), tester.factor
+    correlation = _noise_correlation(series, splits)
+    # The noise's autocorrelation is estimated from residuals around the first pass's
+    # levels; the second pass averages its p-values over that estimate's error.
+    # Estimating it without removing the levels would take every step for correlation;
+    # iterating further would feed on itself, as a more cautious pass leaves steps in
+    # the residuals and raises the estimate again.
+    tester = _Tester(series, log_alpha, correlation, rng)
+    found = _refine(tester, _binary_segmentation(tester))
+    bounds = [0, *(t.split for t in found), len(series)]
+    tests = [tester.critical(bounds[i], bounds[i + 2], t) for i, t in enumerate(found)]
+    return [_describe(series, bounds[i], t, bounds[i + 2], tester.expected_factor)
+            for i, t in enumerate(tests)]
 
 
 def _to_series(points: Sequence[Sequence[float]] | Sequence[float]) -> _Series:
@@ -226,7 +248,7 @@ def _refine(tester: _Tester, splits: list[int]) -> list[_Test]:
         moves += 1
 
 
-def _noise_correlation(series: _Series, splits: list[int]) -> float:
+def _noise_correlation(series: _Series, splits: list[int]) -> _Correlation:
     """Lag-1 autocorrelation of the point scores around their segments' means.
 
     Scores (ranks) keep outliers from dominating it. Removing a mean per segment biases
@@ -236,14 +258,55 @@ def _noise_correlation(series: _Series, splits: list[int]) -> float:
     n = len(series)
     scan = series.scan(0, n)
     if scan is None:
-        return 0.0
+        return _Correlation(0.0)
     residuals = np.concatenate([part - part.mean() for part in np.split(scan.centred, splits)])
     energy = float(np.sum(residuals**2))
     if energy == 0.0:
-        return 0.0
+        return _Correlation(0.0)
     r1 = float(np.sum(residuals[1:] * residuals[:-1])) / energy
     segments = (len(splits) + 1) / n
-    return float(np.clip((r1 + segments) / (1.0 - 3.0 * segments), 0.0, _MAX_RHO))
+    # Not clipped at 0: the p-values average over the estimate's error, which is only
+    # symmetric if the estimate is left where it falls.
+    rho = float(np.clip((r1 + segments) / (1.0 - 3.0 * segments), -_MAX_RHO, _MAX_RHO))
+    # Bartlett's standard error of a lag-1 autocorrelation of AR(1) noise.
+    return _Correlation(rho, math.sqrt((1.0 - rho * rho) / n))
+
+
+def _point_variances(
+    ranks: NDArray[np.float64], offsets: NDArray[np.intp], counts: NDArray[np.intp], means: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """Variance of each point's mean rank under no change, by a random-effects model.
+
+    A sample is its run's offset plus its own noise: variance tau^2 between points plus
+    sigma^2 within, so a mean of r samples varies by tau^2 + sigma^2 / r. sigma^2 is the
+    pooled spread of ranks within points; tau^2 what is left of the ranks' total spread
+    (between-run noise, correlated noise and any shift all land there, which only makes
+    the points' weights more equal).
+    """
+    spread = np.add.reduceat(ranks**2, offsets) - counts * means**2
+    within = float(np.sum(spread)) / float(np.sum(counts - 1))
+    between = max(float(np.var(ranks)) - within, 0.0)
+    # Ties can leave no spread within points; the points then differ only between.
+    return between + max(within, 1e-12) / counts
+
+
+def _difference_correlation(series: _Series) -> float:
+    """A lower bound of the lag-1 autocorrelation (two standard errors below its estimate
+    from lag-1 and lag-2 differences), at least 0.
+
+    For AR(1) noise E(x_t - x_t-2)^2 / E(x_t - x_t-1)^2 = 1 + rho, and a step moves
+    only the few differences across it. The estimate's spread, about 2 / sqrt(n) on
+    AR(1) noise up to rho 0.85, was measured (bench/changepoint_calibration.py).
+    """
+    n = len(series)
+    scan = series.scan(0, n)
+    if scan is None:
+        return 0.0
+    lag1 = float(np.sum(np.diff(scan.centred) ** 2)) / (n - 1)
+    lag2 = float(np.sum((scan.centred[2:] - scan.centred[:-2]) ** 2)) / (n - 2)
+    if lag1 == 0.0:
+        return 0.0
+    return float(np.clip(lag2 / lag1 - 1.0 - 4.0 / math.sqrt(n), 0.0, _MAX_RHO))
 
 
 def _midranks(values: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -258,21 +321,51 @@ def _midranks(values: NDArray[np.float64]) -> NDArray[np.float64]:
 
 
 @dataclass(frozen=True)
+class _Correlation:
+    """The noise's lag-1 autocorrelation, as estimated, and the standard error of that."""
+
+    rho: float
+    se: float = 0.0
+
+    def factors(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Long-run variance factors at Gauss-Hermite nodes of rho's sampling error, and weights.
+
+        A p-value averaged over them accounts for rho being estimated, as a t-test's
+        does for the variance: a factor plugged in would be too small about half the
+        time, and the tail probability is convex in it (at the default level a 10%
+        too small factor doubles the false alarms).
+        """
+        nodes, weights = (_RHO_NODES, _RHO_WEIGHTS) if self.se else (np.zeros(1), np.ones(1))
+        rho = np.clip(self.rho + self.se * nodes, -_MAX_RHO, _MAX_RHO)
+        return (1.0 + rho) / (1.0 - rho), weights
+
+
+@dataclass(frozen=True)
 class _Test:
     split: int  # index into the series of the first point after the best split
     log_p: float
     significant: bool
+    z: float = 0.0  # the largest |z| over the splits, after the long-run variance factor
+    threshold: float = math.nan  # the |z| the level asks for (when significant)
 
 
 class _Tester:
     """Tests segments of one series for a change, at one level and noise correlation."""
 
-    def __init__(self, series: _Series, log_alpha: float, rho: float, rng: np.random.Generator):
+    def __init__(self, series: _Series, log_alpha: float, correlation: _Correlation, rng: np.random.Generator):
         self.series = series
         self.log_alpha = log_alpha
         # Long-run variance of AR(1) noise over its variance: sums of n correlated
         # points vary (1 + rho) / (1 - rho) times as much as sums of independent ones.
-        self.factor = (1.0 + rho) / (1.0 - rho)
+        self.factor = (1.0 + correlation.rho) / (1.0 - correlation.rho)
+        factors, weights = correlation.factors()
+        # The magnitude's interval takes the factor expected over rho's error.
+        self.expected_factor = float(np.dot(factors, weights))
+        # A statistic divided by the estimated factor is too large by sqrt(true / estimated);
+        # averaging its tail over the factors rho's sampling error could have given
+        # instead (a statistic times sqrt(factor / estimated) each) calibrates it.
+        self.inflation = np.sqrt(factors / self.factor)
+        self.log_weights = np.log(weights)
         self.rng = rng
         # Refinement re-tests the same intervals round after round.
         self._done: dict[tuple[int, int], _Test] = {}
@@ -287,29 +380,60 @@ class _Tester:
         if scan is None:  # too short, or all tied: nothing can have changed
             return _Test(split=a, log_p=0.0, significant=False)
         z = scan.z / math.sqrt(self.factor)
-        log_p = _log_tail(z, scan.reach / math.sqrt(self.factor))
+        reach = scan.reach / math.sqrt(self.factor)
+        log_p = self._log_tail(z, reach)
+        threshold = math.nan
         if len(scan.centred) <= _PERMUTATION_MAX_POINTS and log_p >= self.log_alpha:
-            log_p = self._log_permutation_p(scan.centred, z)
-        return _Test(split=a + scan.best, log_p=log_p, significant=log_p < self.log_alpha)
+            log_p, threshold = self._log_permutation_p(scan.centred, z)
+        return _Test(split=a + scan.best, log_p=log_p, significant=log_p < self.log_alpha, z=z,
+                     threshold=threshold)
 
-    def _log_permutation_p(self, centred: NDArray[np.float64], z: float) -> float:
-        """Monte Carlo p-value of the maximum |z| over random orders of the scores.
+    def _log_tail(self, z: float, reach: NDArray[np.float64]) -> float:
+        """log p of the largest |z| (after the factor) by the tail approximation, averaged over rho's error."""
+        tails = [_log_tail(z * c, reach * c) for c in self.inflation]
+        return float(np.logaddexp.reduce(self.log_weights + np.array(tails)))
+
+    def critical(self, a: int, b: int, test: _Test) -> _Test:
+        """The significant `test` of points a..b-1 with the |z| its level asks for.
+
+        The permutation test kept its own; for the tail approximation it is solved for
+        here, only for the tests that are reported.
+        """
+        if not math.isnan(test.threshold):
+            return test
+        scan = self.series.scan(a, b)
+        assert scan is not None  # the test was significant
+        reach = scan.reach / math.sqrt(self.factor)
+        threshold = brentq(lambda z: self._log_tail(z, reach) - self.log_alpha, 0.0, test.z, xtol=_CRITICAL_XTOL)
+        return replace(test, threshold=float(threshold))
+
+    def _log_permutation_p(self, centred: NDArray[np.float64], z: float) -> tuple[float, float]:
+        """Monte Carlo p-value of the maximum |z| over random orders of the scores, and
+        the level's critical value among the permuted maxima (nan if not reached).
 
         Permuted rows are independent by construction, so their statistics need no
-        long-run variance correction; the observed one has had it. Draws stop once the
-        p-value is clearly above the level or resolved below it (Besag & Clifford).
+        long-run variance correction; the observed one has had it, once per factor of
+        rho's error, and the p-values are averaged. Draws stop once the p-value is
+        clearly above the level or resolved below it (Besag & Clifford).
         """
         m = len(centred)
         alpha = math.exp(self.log_alpha)
         needed = min(_PERMUTATION_MAX_DRAWS, math.ceil(_PERMUTATION_STOP_EXCEEDANCES / alpha))
-        drawn = exceeded = 0
+        observed = z * self.inflation * (1.0 - 1e-12)
+        weights = np.exp(self.log_weights)
+        maxima: list[NDArray[np.float64]] = []
+        drawn = 0
+        exceeded = np.zeros(len(observed))
         batch = 64
-        while drawn < needed and exceeded < _PERMUTATION_STOP_EXCEEDANCES:
+        while drawn < needed and float(np.dot(weights, exceeded)) < _PERMUTATION_STOP_EXCEEDANCES:
             rows = self.rng.permuted(np.broadcast_to(centred, (batch, m)), axis=1)
-            exceeded += int(np.sum(_scan(rows).max(axis=1) >= z * (1.0 - 1e-12)))
+            maxima.append(_scan(rows).max(axis=1))
+            exceeded += np.sum(maxima[-1][:, np.newaxis] >= observed, axis=0)
             drawn += batch
             batch = min(4 * batch, needed - drawn, max(1, _PERMUTATION_BATCH_CELLS // m))
-        return math.log((exceeded + 1) / (drawn + 1))
+        log_p = math.log(float(np.dot(weights, (exceeded + 1) / (drawn + 1))))
+        threshold = float(np.quantile(np.concatenate(maxima), 1.0 - alpha)) if drawn >= needed else math.nan
+        return log_p, threshold
 
 
 def _scan(centred: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -391,12 +515,12 @@ def _describe(
     after = series.summaries[split : min(after_end, split + _MAGNITUDE_MAX_SIDE)]
     if np.all(before > 0) and np.all(after > 0):
         # A ratio of levels: on logs the interval maps back exactly and stays asymmetric.
-        shift = _hodges_lehmann(np.log(before), np.log(after), factor)
+        shift = _selected(_hodges_lehmann(np.log(before), np.log(after), factor), test)
         change_pct, low, high = (100.0 * math.expm1(v) for v in shift)
     else:
         reference = abs(float(np.median(before)))
         scale = 100.0 / reference if reference else math.nan
-        change_pct, low, high = (v * scale for v in _hodges_lehmann(before, after, factor))
+        change_pct, low, high = (v * scale for v in _selected(_hodges_lehmann(before, after, factor), test))
     return ChangePoint(
         index=int(series.positions[split]),
         change_pct=change_pct,
@@ -404,6 +528,54 @@ def _describe(
         strength=-test.log_p / math.log(10.0),
         p_value=math.exp(test.log_p),
     )
+
+
+def _selected(shift: tuple[float, float, float], test: _Test) -> tuple[float, float, float]:
+    """The shift and its interval given that the test found it: conditional on |Z| >= threshold.
+
+    A change is recorded only when its statistic passed the level, so the changes found
+    near the level are the ones noise made look larger: taken at face value they
+    overstate the change and their intervals miss it too often. The statistic is
+    modelled as N(mu, 1) truncated to |Z| >= threshold; the mu at which the observed
+    |z| is the 2.5%, 50% and 97.5% point of that (the conditional, median-unbiased
+    estimate and interval) move the Hodges–Lehmann estimate and its Moses bounds by as
+    many of their standard errors. Far above the threshold nothing moves.
+
+    The test's z is of ranks, which saturate (a 30 + 20 point split cannot pass 5.9,
+    however large the step): it is the estimate's own z, estimate / standard error,
+    that is truncated, at the test's threshold scaled by the ratio of the two.
+    """
+    estimate, low, high = shift
+    # No critical value (nan), or none below the statistic (the permuted maxima's quantile
+    # leaves rho's error out): nothing to condition on.
+    if not test.threshold < test.z:
+        return shift
+    sign = 1.0 if estimate >= 0 else -1.0
+    # As a magnitude: the truncation pulls towards zero whichever way the change went.
+    estimate, low, high = sign * estimate, *sorted((sign * low, sign * high))
+    normal = float(ndtri(0.5 + _CI_LEVEL / 2.0))
+    down, up = (estimate - low) / normal, (high - estimate) / normal
+    if not down > 0.0:
+        return shift
+    z = estimate / down
+    threshold = test.threshold * z / test.z
+    lower, middle, upper = (_truncated_mean(z, threshold, q) for q in _SELECTED_QUANTILES)
+    moved = (estimate - (z - middle) * down, estimate - (z - lower) * down, estimate + (upper - z) * up)
+    if sign > 0:
+        return moved
+    return -moved[0], -moved[2], -moved[1]
+
+
+def _truncated_mean(z: float, threshold: float, quantile: float) -> float:
+    """mu such that P(Z >= z | |Z| >= threshold) = quantile for Z ~ N(mu, 1); z >= threshold."""
+
+    def gap(mu: float) -> float:
+        kept = np.logaddexp(log_ndtr(mu - threshold), log_ndtr(-threshold - mu))
+        return float(log_ndtr(mu - z) - kept) - math.log(quantile)
+
+    # The truncation only lowers mu, and by less than 40 even at the threshold itself; 10
+    # above z, z is exceeded almost surely: the root is between.
+    return float(brentq(gap, z - 40.0, z + 10.0))
 
 
 def _hodges_lehmann(
