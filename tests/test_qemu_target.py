@@ -342,16 +342,24 @@ def test_two_debian_kernels_compared_end_to_end(debian_61: kernels.Kernel, tmp_p
 
 
 @vm
-def test_ab_boots_each_sides_kernel_interleaved(debian_61: kernels.Kernel, tmp_path: Path) -> None:
+# rcu-gp keeps each side's VM up for the whole A/B; tbench, exclusive (its server's fixed
+# port), boots a VM at every step, and its runs must still carry the guest's fingerprint.
+@pytest.mark.parametrize(("benchmark", "param", "metric"), [
+    ("rcu-gp", "iterations=2", "rcu-gp.ms_per_gp"),
+    ("tbench", "duration=2", "tbench.throughput"),
+])
+def test_ab_boots_each_sides_kernel_interleaved(
+    debian_61: kernels.Kernel, tmp_path: Path, benchmark: str, param: str, metric: str
+) -> None:
     debian_612 = registered(*KERNEL_612, tmp_path)
     db = tmp_path / "db"
     proc = perfline(
-        db, "ab", "rcu-gp", "-p", "iterations=2", "--target", "qemu", "--accel", "tcg",
+        db, "ab", benchmark, "-p", param, "--target", "qemu", "--accel", "tcg",
         "--a", "kernel:debian-6.1", "--b", "kernel:debian-6.12", "--pairs", "2",
         "--warmup", "0", "--no-monitors", "--json",
     )  # fmt: skip
     [case] = json.loads(proc.stdout)["cases"]
-    [row] = [m for m in case["metrics"] if m["metric"] == "rcu-gp.ms_per_gp"]
+    [row] = [m for m in case["metrics"] if m["metric"] == metric]
     assert row["base"]["n"] == 2 and row["others"][0]["n"] == 2
     assert "change_pct" in row["others"][0]
     assert {"kernel_release", "setting vm_kernel"} <= {d["key"] for d in case["differences"][0]}
@@ -361,10 +369,10 @@ def test_ab_boots_each_sides_kernel_interleaved(debian_61: kernels.Kernel, tmp_p
         assert run["status"] == "completed", (run["error"], run["output_tail"])
         assert run["settings"]["vm_kernel"] == kernel.name
         assert run["fingerprint"]["kernel_release"] == kernel.release
+        assert run["fingerprint"]["target"] == "qemu" and run["fingerprint"]["vm"]["guest_cpu_model"]
     with sqlite3.connect(db) as connection:
         order = connection.execute(
-            "SELECT run_id FROM samples WHERE source='benchmark' AND metric='rcu-gp.ms_per_gp' "
-            "ORDER BY taken_at, id"
+            "SELECT run_id FROM samples WHERE source='benchmark' AND metric=? ORDER BY taken_at, id", (metric,)
         ).fetchall()
     assert [r for (r,) in order] == [run_a, run_b, run_b, run_a]  # AB, BA
 

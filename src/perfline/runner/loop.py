@@ -123,6 +123,7 @@ class CaseRun:
         self._own_failure: BaseException | None = None
         self._fingerprint: Fingerprint | None = None
         self._tuned_per_step = False
+        self._described = False
 
     def __enter__(self) -> Self:
         if self.case.vm is None:
@@ -161,10 +162,7 @@ class CaseRun:
                 raise refused
             if self.hold_setup:
                 self._bench = self._own(lambda: self._stack.enter_context(self._new_benchmark()))
-                self.settings.update(self._bench.settings())
-                if (system := self._bench.fingerprint()) is not None:
-                    self._fingerprint = system
-                    self.ctx.store.set_fingerprint(self.run_id, system)
+                self._describe(self._bench)
             self.ctx.store.set_settings(self.run_id, self.settings)
         except BaseException as exc:
             self.__exit__(type(exc), exc, exc.__traceback__)
@@ -293,9 +291,22 @@ class CaseRun:
                     self.settings["tunables_applied"] = changes
                     self._fingerprint_tuned()
                 bench = self._bench or stack.enter_context(self._new_benchmark())
+                if not self._described:
+                    self._describe(bench)
+                    self.save_settings()
                 return action(bench)
 
         return self._own(step)
+
+    def _describe(self, bench: Benchmark) -> None:
+        """The benchmark's settings, and its own system's fingerprint where it has one (a
+        VM's guest), into the run: on enter when it is set up once, else at its first step
+        (an exclusive benchmark in `ab` boots its VM at every step, the same guest each time)."""
+        self._described = True
+        self.settings.update(bench.settings())
+        if (system := bench.fingerprint()) is not None:
+            self._fingerprint = system
+            self.ctx.store.set_fingerprint(self.run_id, system)
 
     def _fingerprint_tuned(self) -> None:
         """With tunables applied per step: once, while they are, add what they read
