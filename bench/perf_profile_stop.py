@@ -19,13 +19,13 @@ import sys
 import time
 from collections.abc import Callable
 
-from perfline.monitors.perf_profile import (
+from perfline.monitors.perf_profile import PerfProfile
+from perfline.monitors.perf_report import (
     FREQUENCY_HZ,
     IDLE_PID,
     RECORD_OPTIONS,
     REPORT_OPTIONS,
     TOP,
-    PerfProfile,
     parse_report,
     summarize,
 )

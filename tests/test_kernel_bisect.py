@@ -202,7 +202,7 @@ OPTION_ERRORS = [
     (["--command", "./bench"], None, "give --job JOB --metric M, not --command"),
     (["--no-config"], None, "--kernel-tree needs --config FILE"),
     (["--config", "/nonexistent.config"], None, "--config /nonexistent.config: no such file"),
-    ([], "benchmark: tbench\n", "benchmark 'tbench' cannot run with target qemu"),
+    ([], "benchmark: cyclictest\n", "benchmark 'cyclictest' cannot run with target qemu"),
     ([], LOCAL_JOB + "tunables: {sysctl: {vm.swappiness: 1}}\n", "would be applied on this host"),
     ([], "benchmark: command\nparams: {cmd: 'echo 1'}\ntarget: qemu\n", "any registered kernel will do"),
     (["--not-a-kernel"], None, "not a Linux kernel tree (no Kconfig at"),

@@ -150,7 +150,7 @@ def test_host_tunables_are_refused_with_qemu_as_in_a_job_file(
 
 
 def test_benchmark_that_cannot_run_in_a_vm_is_refused() -> None:
-    job = job_from_benchmark("tbench", {}, monitors=())
+    job = job_from_benchmark("cyclictest", {}, monitors=())
     assert "cannot run with target qemu" in error_of(job, ["kernel:new"], target="qemu")
 
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from perfline.monitors import DEFAULT_MONITORS, MONITORS, ProfilingMonitor
-from perfline.monitors.perf_profile import (
+from perfline.monitors.perf_profile import PerfProfile
+from perfline.monitors.perf_report import (
     FREQUENCY_HZ,
     RECORD_OPTIONS,
     REPORT_OPTIONS,
     UNKNOWN,
-    PerfProfile,
     ReportRow,
     Tally,
     kernel_addresses_visible,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from perfline.monitors import MONITORS, MonitorUnavailable
-from perfline.monitors.perf_profile import CHAIN_DEPTH, UNKNOWN, Stack, chain_frames, parse_report, summarize
+from perfline.monitors.perf_report import CHAIN_DEPTH, UNKNOWN, Stack, chain_frames, parse_report, summarize
 from perfline.records.job import Case
 from perfline.records.profile import Chain, ChainEntry, Profile, ProfileEntry
 from perfline.report.profile_shifts import chain_text

@@ -14,7 +14,7 @@ import shlex
 
 from perfline.monitors.base import MonitorFailed, MonitorUnavailable, ProfilingMonitor
 from perfline.monitors.files import Shell
-from perfline.monitors.perf_profile import (
+from perfline.monitors.perf_report import (
     FREQUENCY_HZ,
     IDLE_PID,
     KERNEL_PCT,
