@@ -80,8 +80,8 @@ test-slow: install-deps install native web-assets
 	PERFLINE_FUZZ=10000 $(BIN)/pytest -q tests/test_interop.py -k fuzz
 
 # The seeds' experiments on this machine: regenerates docs/case-studies/ (about 7 minutes on
-# this host, then about 25 for the studies in qemu guests, --vm, and two kernel builds of
-# about an hour each the first time).
+# this host, then about 45 for the studies in qemu guests, --vm, and two kernel builds of
+# 25-40 minutes each the first time).
 # The SLAB/SLUB study builds Linux 6.1 from Debian's source twice, with ccache.
 case-studies: APT_PACKAGES += linux-source-6.1 ccache flex bison bc libelf-dev libssl-dev
 case-studies: install-deps install native

@@ -17,8 +17,8 @@ pgbench-vm     pgbench tps at 1, 2, 4 clients, 6.1 against 6.12 (interleaved `ab
 slab-vm        Linux 6.1 from Debian's linux-source-6.1 built twice through `perfline
                kernels build` (Debian's 6.1 config with CONFIG_SLAB=y, then CONFIG_SLUB=y),
                tbench 1..4 clients in a 2-vCPU guest, SLAB against SLUB (interleaved `ab`)
-               with the slabinfo monitor; the builds' times. The first builds take about an
-               hour each on 2 CPUs; later runs rebuild incrementally.
+               with the slabinfo monitor; the builds' times. The first builds take 25-40
+               minutes each on 2 CPUs; later runs rebuild incrementally (seconds).
 cpus-vm        per-CPU latency (cpu-latency) and the migration cost matrix in a 4-vCPU guest.
 
 Every measurement is a `perfline ... --json` subprocess against a fresh SQLite store (a
@@ -1042,7 +1042,7 @@ def build_allocator_kernels(cli: Perfline) -> dict[str, Json]:
     for allocator in ALLOCATORS:
         config = configs / f"{allocator}.config"
         config.write_text(derived_config(base, allocator))
-        print(f"building {built_kernel_name(allocator)} (from nothing: tens of minutes on 2 CPUs)",
+        print(f"building {built_kernel_name(allocator)} (25-40 minutes from nothing on 2 CPUs; seconds once built)",
               file=sys.stderr, flush=True)
         built[allocator] = cli("kernels", "build", str(SOURCE_TREE), "--config", str(config),
                                "--name", built_kernel_name(allocator), "--replace")
