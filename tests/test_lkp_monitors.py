@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from perfline.monitors.files import SystemFiles
+from perfline.monitors.lkp import Interrupts
 from perfline.monitors.proc_tables import disk_stats, net_dev, per_cpu_rows, per_cpu_table, pressure, schedstat
 
 PY = sys.executable
@@ -92,7 +94,48 @@ def test_interrupts_count_timer_ticks(tmp_path: Path) -> None:
     # some CPU), and the busiest other lines by name.
     per_cpu = [mean(summary, f"interrupts.cpu{cpu}") for cpu in range(os.cpu_count() or 1)]
     assert sum(per_cpu) == pytest.approx(mean(summary, "interrupts.total"), rel=1e-6)
-    assert any(metric.startswith("interrupts.irq_") for metric in summary)
+
+
+class CapturedFiles(SystemFiles):
+    """A kernel's files as captured text, one look after another: which lines a quiet
+    machine's interrupts move in 0.3 s is not up to a test."""
+
+    where = "a captured system"
+
+    def __init__(self, looks: list[tuple[float, dict[str, str]]]) -> None:
+        self.looks = looks
+
+    def refresh(self) -> None:
+        self.looks.pop(0)
+
+    def read_text(self, path: str) -> str:
+        return self.looks[0][1][path]
+
+    def glob(self, pattern: str) -> list[str]:
+        return sorted(path for path in self.looks[0][1] if path == pattern)
+
+    def now(self) -> float:
+        return self.looks[0][0]
+
+
+def test_interrupts_name_the_busiest_other_lines() -> None:
+    header = "           CPU0       CPU1\n"
+
+    def table(loc: int, virtio: int, ahci: int, quiet: int) -> dict[str, str]:
+        return {"/proc/interrupts": header + f" 24: {virtio} 0 PCI-MSI virtio0-input.0\n"
+                f" 25: {ahci} 0 PCI-MSI ahci\n 26: {quiet} 0 PCI-MSI idle\n"
+                f"LOC: {loc} {loc} Local timer interrupts\nERR: 7\n"}
+
+    files = CapturedFiles([(0.0, {}), (10.0, table(1000, 50, 500, 3)), (12.0, table(1500, 4050, 520, 4))])
+    monitor = Interrupts.on(files)
+    files.refresh()
+    monitor.start()
+    files.refresh()
+    rates = {m.metric.name: m.value for m in monitor.stop()}
+    assert rates["interrupts.loc"] == 500 and rates["interrupts.cpu1"] == 250
+    # 2,000/s and 10/s are named, busiest first; 0.5/s is under the 1/s that makes a line worth naming.
+    assert rates["interrupts.irq_24"] == 2000 and rates["interrupts.irq_25"] == 10
+    assert "interrupts.irq_26" not in rates and rates["interrupts.total"] == 500 + 2000 + 10 + 0.5
 
 
 @pytest.mark.parametrize(("monitor", "reason"), [
