@@ -352,6 +352,7 @@ def test_kernels_build_builds_out_of_tree_and_registers_the_image(tmp_path: Path
     ("no-config", "no such file", 2),
     ("dirty", "has a .config: an out-of-tree build needs a clean tree", 2),
     ("taken", "registered already; give --replace", 2),
+    ("bad-name", "use letters, digits", 2),
     ("failing", "failed (status 2; the whole log is", 1),
 ])
 def test_kernels_build_refuses_bad_input_in_one_line(
@@ -373,9 +374,11 @@ def test_kernels_build_refuses_bad_input_in_one_line(
         kernels.add_image(fake_bzimage(tmp_path / "other", "6.1.0-other"), "k")
     elif setup == "failing":
         (tree / "IMAGE").write_text(f"{tmp_path / 'missing'}\n")
-    proc = perfline(tmp_path / "db", "kernels", "build", str(tree), "--config", str(config), "--name", "k",
+    name = "k k" if setup == "bad-name" else "k"
+    proc = perfline(tmp_path / "db", "kernels", "build", str(tree), "--config", str(config), "--name", name,
                     check=False)
     assert proc.returncode == status, proc.stderr
     assert proc.stderr.startswith("error: ") and message in proc.stderr
     if status == 2:
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert not (cache / "builds").exists()  # refused before anything was built

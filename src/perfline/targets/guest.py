@@ -33,7 +33,7 @@ from perfline.records.metric import Measurement
 from perfline.system.process import ToolMissing, tail
 from perfline.targets import initramfs, local, rootfs
 from perfline.targets.kernels import Kernel, KernelError, get_kernel
-from perfline.targets.qemu import GuestFailed, Vm, VmConfig, qemu_version
+from perfline.targets.qemu import GuestFailed, GuestResult, Vm, VmConfig, qemu_version
 
 # What the local fingerprint reads. One `grep -H` prints them all as `path:line`: a
 # process per file costs ~10 ms under TCG, and /proc files cannot be archived as they
@@ -159,10 +159,7 @@ class GuestBenchmark(Benchmark):
 
     def _run(self, argv: list[str], timeout: float | None) -> tuple[CommandOutput, int]:
         assert self._vm is not None
-        try:
-            result = self._vm.run(argv, timeout)
-        except GuestFailed as exc:
-            raise BenchmarkFailed(f"in the VM: {exc}", exc.console_tail) from exc
+        result = run_in_guest(self._vm, argv, timeout, "in the VM")
         output = CommandOutput(
             result.stdout.decode(errors="replace"),
             result.stderr.decode(errors="replace"),
@@ -173,10 +170,8 @@ class GuestBenchmark(Benchmark):
     def _guest_fingerprint(self) -> Fingerprint:
         """The local fingerprint read from the guest's files, with this host's identity."""
         assert self._vm is not None and self._kernel is not None
-        try:
-            result = self._vm.run(["/bin/sh", "-c", FACTS_SCRIPT], FACTS_TIMEOUT_S)
-        except GuestFailed as exc:
-            raise BenchmarkFailed(f"reading the guest's fingerprint: {exc}", exc.console_tail) from exc
+        result = run_in_guest(self._vm, ["/bin/sh", "-c", FACTS_SCRIPT], FACTS_TIMEOUT_S,
+                              "reading the guest's fingerprint")
         host = local.fingerprint()
         with tempfile.TemporaryDirectory(prefix="perfline-guest-") as scratch:
             root = Path(scratch)
@@ -205,6 +200,14 @@ class GuestBenchmark(Benchmark):
                 "guest_memtotal_bytes": str(guest.memory_bytes),
             },
         )
+
+
+def run_in_guest(vm: Vm, argv: list[str], timeout: float | None, what: str) -> GuestResult:
+    """`vm.run`, a VM that died or hung on the way being the run's failure, said as `what`."""
+    try:
+        return vm.run(argv, timeout)
+    except GuestFailed as exc:
+        raise BenchmarkFailed(f"{what}: {exc}", exc.console_tail) from exc
 
 
 def unpack_facts(output: str, root: Path) -> None:
@@ -249,10 +252,8 @@ class GuestFiles(SystemFiles):
         self._taken = 0.0
 
     def refresh(self) -> None:
-        try:
-            result = self._vm.run(["/bin/sh", "-c", self._script], FACTS_TIMEOUT_S)
-        except GuestFailed as exc:
-            raise BenchmarkFailed(f"reading the guest's files for the monitors: {exc}", exc.console_tail) from exc
+        result = run_in_guest(self._vm, ["/bin/sh", "-c", self._script], FACTS_TIMEOUT_S,
+                              "reading the guest's files for the monitors")
         output = result.stdout.decode(errors="replace")
         texts = grep_files(output)
         present = (line[1:] for line in output.splitlines() if line.startswith("="))
@@ -274,8 +275,5 @@ class GuestFiles(SystemFiles):
         return self._taken
 
     def sh(self, script: str, timeout: float) -> tuple[int, str, str]:
-        try:
-            result = self._vm.run(["/bin/sh", "-c", script], timeout)
-        except GuestFailed as exc:
-            raise BenchmarkFailed(f"a monitor's command in the guest: {exc}", exc.console_tail) from exc
+        result = run_in_guest(self._vm, ["/bin/sh", "-c", script], timeout, "a monitor's command in the guest")
         return result.status, result.stdout.decode(errors="replace"), result.stderr.decode(errors="replace")

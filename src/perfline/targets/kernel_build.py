@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from perfline.system.process import tail
-from perfline.targets.kernels import Kernel, KernelError, add_image, cache_dir, kernels_dir
+from perfline.targets.kernels import Kernel, KernelError, add_image, cache_dir, check_name, is_registered
 
 LOG_NAME = "perfline-build.log"
 # One JSON line per build in a build directory: when, how long, ccache's hits and misses.
@@ -60,11 +60,6 @@ def build_script(config: Path, source: Path | None = None) -> str:
     return SCRIPT.format(config=shlex.quote(str(config)), log=LOG_NAME, make=make)
 
 
-def name_taken(name: str) -> bool:
-    # Asked before a build of many minutes, not after it, when the image is registered.
-    return (kernels_dir() / name).exists()
-
-
 def is_kernel_tree(directory: Path) -> bool:
     return all((directory / name).is_file() for name in TREE_FILES)
 
@@ -96,7 +91,9 @@ def build_kernel(source: Path, config: Path, name: str, *, replace: bool = False
         raise KernelError(f"{source}: not a Linux kernel source tree (no {', '.join(missing)})")
     if not config.is_file():
         raise KernelError(f"--config {config}: no such file")
-    if name_taken(name) and not replace:
+    # The name is checked before a build of many minutes, not after it, when the image is registered.
+    check_name(name)
+    if is_registered(name) and not replace:
         raise KernelError(f"a kernel named {name!r} is registered already; give --replace to build it again")
     if (source / ".config").exists():
         raise KernelError(f"{source} has a .config: an out-of-tree build needs a clean tree "
@@ -116,7 +113,7 @@ def build_kernel(source: Path, config: Path, name: str, *, replace: bool = False
                               "seconds": round(seconds, 1), "status": proc.returncode}
     if cached_before is not None and (cached_after := ccache_counts()) is not None:
         # Counters are ccache's, machine-wide: another build at the same time would count too.
-        record.update({key: cached_after[key] - cached_before[key] for key in cached_after})
+        record.update({counter: cached_after[counter] - cached_before[counter] for counter in cached_after})
     with (directory / BUILDS_NAME).open("a") as builds:
         builds.write(json.dumps(record) + "\n")
     if proc.returncode != 0:

@@ -95,6 +95,10 @@ def kernels_dir() -> Path:
     return cache_dir() / "kernels"
 
 
+def is_registered(name: str) -> bool:
+    return (kernels_dir() / name / META).is_file()
+
+
 def list_kernels() -> list[Kernel]:
     root = kernels_dir()
     if not root.is_dir():
@@ -151,7 +155,7 @@ def add_image(
     /boot layout). `modules`, its /lib/modules/RELEASE tree, is where the root disk's
     modules are taken from. Registering the same image again under its name is a no-op.
     """
-    _check_name(name)
+    check_name(name)
     if not image.is_file():
         raise KernelError(f"{image}: no such file")
     release = image_release(image)
@@ -159,7 +163,7 @@ def add_image(
     if config is None and (beside := image.parent / f"config-{release}").is_file():
         config = beside
     target = kernels_dir() / name
-    if (target / META).is_file():
+    if is_registered(name):
         existing = _load(target)
         if existing.meta.sha256 == digest:
             if modules is None or existing.boot_modules() is not None:
@@ -214,7 +218,7 @@ def add_deb(
     without downloading anything, unless it was registered without its modules.
     """
     name = name or package.removeprefix("linux-image-")
-    _check_name(name)
+    check_name(name)
     directory = kernels_dir() / name
     if (directory / META).is_file() and not replace:
         existing = _load(directory)
@@ -260,7 +264,7 @@ def add_deb(
         )
 
 
-def _check_name(name: str) -> None:
+def check_name(name: str) -> None:
     if not NAME_PATTERN.fullmatch(name):
         raise KernelError(f"kernel name {name!r}: use letters, digits, '.', '_', '+', '-'")
 
