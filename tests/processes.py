@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from perfline.system.cgroup import CgroupUnavailable, parent_group
+
 # pid -> start time in clock ticks since boot: tells a live process from a reused pid.
 Found = dict[int, str]
 
@@ -67,3 +69,13 @@ def kill_leftovers(found: Found) -> None:
     for pid, started in found.items():
         if still_running(pid, started):
             os.killpg(pid, signal.SIGKILL)
+
+
+def dead_task_groups() -> list[str]:
+    """perfline's task cgroups (perfline-PID-N) whose perfline process is gone."""
+    try:
+        parent = parent_group()
+    except CgroupUnavailable:
+        return []
+    return sorted(group.name for group in parent.glob("perfline-*-*")
+                  if not Path(f"/proc/{group.name.split('-')[1]}").exists())

@@ -11,17 +11,21 @@ from pathlib import Path
 
 import pytest
 
+from perfline.monitors.base import MonitorUnavailable
 from perfline.monitors.files import SystemFiles
-from perfline.monitors.lkp import Interrupts
+from perfline.monitors.lkp import Interrupts, Schedstat
 from perfline.monitors.proc_tables import disk_stats, net_dev, per_cpu_rows, per_cpu_table, pressure, schedstat
+from perfline.system.cgroup import CgroupUnavailable, parent_group
+from processes import dead_task_groups
 
 PY = sys.executable
 
 
-def run_with(tmp_path: Path, monitor: str, cmd: str, repeat: int = 2) -> tuple[dict[str, dict[str, float]], str]:
+def run_with(tmp_path: Path, monitor: str, cmd: str, repeat: int = 2,
+             wrapper: tuple[str, ...] = ()) -> tuple[dict[str, dict[str, float]], str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "perfline", "--db", str(tmp_path / "db"), "run", "command", "-p", f"cmd={cmd}",
-         "--repeat", str(repeat), "--warmup", "0", "--monitor", monitor, "--json"],
+        [*wrapper, sys.executable, "-m", "perfline", "--db", str(tmp_path / "db"), "run", "command", "-p",
+         f"cmd={cmd}", "--repeat", str(repeat), "--warmup", "0", "--monitor", monitor, "--json"],
         capture_output=True, text=True, timeout=300, check=False,
     )
     assert proc.returncode == 0, proc.stderr
@@ -141,13 +145,115 @@ def test_interrupts_name_the_busiest_other_lines() -> None:
 @pytest.mark.parametrize(("monitor", "reason"), [
     ("schedstat", "CONFIG_SCHEDSTATS"), ("cpufreq", "cpufreq"),
 ])
-def test_a_missing_source_skips_the_monitor_with_its_reason(tmp_path: Path, monitor: str, reason: str) -> None:
+def test_a_missing_source_is_said_with_its_reason(tmp_path: Path, monitor: str, reason: str) -> None:
+    """The monitor is skipped, or (schedstat with its task group) measures the rest."""
     source = {"schedstat": Path("/proc/schedstat"), "cpufreq": Path("/sys/devices/system/cpu/cpu0/cpufreq")}[monitor]
     if source.exists():
         pytest.skip(f"{source} exists on this machine")
     summary, stderr = run_with(tmp_path, monitor, "echo 1")
-    assert f"monitor {monitor} skipped" in stderr and reason in stderr
+    said = [line for line in stderr.splitlines() if line.startswith(f"warning: monitor {monitor}")]
+    assert len(said) == 1 and reason in said[0], stderr
     assert "command.value" in summary
+
+
+def task_groups_possible() -> bool:
+    try:
+        parent_group()
+    except CgroupUnavailable:
+        return False
+    return os.geteuid() == 0 and Path("/proc/pressure/cpu").exists()
+
+
+needs_task_groups = pytest.mark.skipif(not task_groups_possible(), reason="needs root, cgroup v2 and PSI")
+
+
+def pinned_hogs(count: int, cpu: int) -> str:
+    """`count` busy shells on one CPU for a second, each a grandchild of the benchmark's
+    shell (timeout, taskset) that has exited when the repetition ends."""
+    hog = f"timeout 1 taskset -c {cpu} sh -c 'while :; do :; done'"
+    return " & ".join([hog] * count) + "; wait; echo 1"
+
+
+@needs_task_groups
+def test_schedstat_sees_the_benchmarks_own_tasks_wait_for_a_cpu(tmp_path: Path) -> None:
+    cpu = max(os.sched_getaffinity(0))
+    three, _ = run_with(tmp_path, "schedstat", pinned_hogs(3, cpu))
+    lone, _ = run_with(tmp_path, "schedstat", pinned_hogs(1, cpu))
+    # Three on one CPU: one runs, two wait, all the time. A lone one waits only for
+    # other work on that CPU (this machine's other users).
+    assert mean(three, "schedstat.task_wait_pct") > 80
+    assert mean(lone, "schedstat.task_wait_pct") < mean(three, "schedstat.task_wait_pct") - 30
+    # Either way about one CPU's worth of their time, counted after they exited.
+    for summary in (three, lone):
+        assert 70 < mean(summary, "schedstat.task_cpu_pct") < 130
+    assert dead_task_groups() == []
+
+
+@needs_task_groups
+@pytest.mark.parametrize(("unshared", "reason"), [
+    ("umount {mount}", "no cgroup v2 (unified) hierarchy is mounted"),
+    ("mount -o remount,bind,ro {mount}", "was refused (EROFS)"),
+])
+def test_without_a_task_group_the_monitor_says_so_and_the_run_completes(
+    tmp_path: Path, unshared: str, reason: str
+) -> None:
+    """A private mount namespace without the unified hierarchy, or with it read-only."""
+    mount = next(line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
+                 if line.split()[2] == "cgroup2")
+    script = unshared.format(mount=mount) + ' && exec "$@"'
+    summary, stderr = run_with(tmp_path, "schedstat", "echo 1", repeat=1,
+                               wrapper=("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"))
+    said = [line for line in stderr.splitlines() if line.startswith("warning: monitor schedstat")]
+    assert len(said) == 1 and reason in said[0] and "benchmark's own tasks" in said[0], stderr
+    assert "command.value" in summary and not any(m.startswith("schedstat.task") for m in summary)
+
+
+class GroupFiles(CapturedFiles):
+    """Captured looks in which a file not captured is missing, as open() says it."""
+
+    def read_text(self, path: str) -> str:
+        try:
+            return super().read_text(path)
+        except KeyError:
+            raise FileNotFoundError(path) from None
+
+
+def test_schedstat_halves_measure_without_each_other() -> None:
+    """Without /proc/schedstat the task figures stand alone, and the reverse; each
+    missing half is one line, and with both missing the monitor is skipped."""
+    def look(some: int, full: int, usage: int) -> dict[str, str]:
+        return {"/g/cpu.pressure": f"some avg10=0.00 total={some}\nfull avg10=0.00 total={full}\n",
+                "/g/cpu.stat": f"usage_usec {usage}\nuser_usec {usage}\nsystem_usec 0\n"}
+
+    files = GroupFiles([(0.0, {}), (10.0, look(100, 0, 0)), (12.0, look(1_500_100, 20_000, 1_000_000))])
+    monitor = Schedstat.on(files)
+    monitor.tasks = Path("/g")
+    monitor.check()
+    assert monitor.gaps() == [("run-queue wait per CPU is not measured: no /proc/schedstat on a captured system "
+                               "(kernel built without CONFIG_SCHEDSTATS)")]
+    files.refresh()
+    monitor.start()
+    files.refresh()
+    shares = {m.metric.name: m.value for m in monitor.stop()}
+    assert shares == pytest.approx({"schedstat.task_wait_pct": 75.0, "schedstat.task_stall_pct": 1.0,
+                                    "schedstat.task_cpu_pct": 50.0})
+
+    stat = "version 15\ntimestamp 1\ncpu0 0 0 0 0 0 0 100 2000000 3\n"
+    files = GroupFiles([(t, {"/proc/schedstat": stat}) for t in (0.0, 1.0, 2.0)])
+    monitor = Schedstat.on(files)
+    monitor.tasks_missing = "not measured in a VM"
+    monitor.check()
+    assert monitor.gaps() == ["the CPU wait of the benchmark's own tasks is not measured in a VM"]
+    files.refresh()
+    monitor.start()
+    files.refresh()
+    assert {m.metric.name for m in monitor.stop()} == {"schedstat.wait_ms", "schedstat.timeslices",
+                                                        "schedstat.cpu0.wait_ms"}
+
+    monitor = Schedstat.on(GroupFiles([(0.0, {})]))
+    monitor.tasks_missing = "not measured in a VM"
+    with pytest.raises(MonitorUnavailable, match=r"CONFIG_SCHEDSTATS.*not measured in a VM"):
+        monitor.check()
 
 
 def test_parsers_on_captured_text() -> None:

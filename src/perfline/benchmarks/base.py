@@ -99,6 +99,9 @@ class Benchmark(ABC):
         # value is journaled first, so a killed perfline's changes are put back. The
         # runner gives every benchmark of a process the same one.
         self.kernel = KernelState(own_journal())
+        # The cgroup v2 directory every process the benchmark starts for itself joins at
+        # spawn (`system.cgroup`), set by the runner when a monitor measures its tasks.
+        self.cgroup: Path | None = None
 
     @classmethod
     def resolve_params(cls, given: Mapping[str, ParamValue]) -> dict[str, ParamValue]:
@@ -221,7 +224,8 @@ class CommandBenchmark(Benchmark):
         started = time.perf_counter()
         env = None if self.tree is None else {**os.environ, TREE_ENV: str(self.tree)}
         try:
-            proc = run(argv, timeout=timeout, cwd=self.tree or self.workdir, env=env, tied=self.tied)
+            proc = run(argv, timeout=timeout, cwd=self.tree or self.workdir, env=env, tied=self.tied,
+                       cgroup=self.cgroup)
         except CommandFailed as exc:
             raise self.failure(str(exc), exc.output_tail) from exc
         return CommandOutput(proc.stdout, proc.stderr, time.perf_counter() - started)

@@ -139,7 +139,7 @@ class Cyclictest(Benchmark):
         # A file left by an earlier run must not pass for this one's results.
         self._json.unlink(missing_ok=True)
         try:
-            proc = run(self._argv(f"--duration={duration}"), timeout=duration + TIMEOUT_SLACK_S)
+            proc = run(self._argv(f"--duration={duration}"), timeout=duration + TIMEOUT_SLACK_S, cgroup=self.cgroup)
         except CommandFailed as exc:
             raise BenchmarkFailed(str(exc), exc.output_tail) from exc
         try:

@@ -22,7 +22,7 @@ from perfline.benchmarks.base import (
     Param,
 )
 from perfline.records.metric import Direction, Measurement, Metric
-from perfline.system.process import ToolMissing, die_with_perfline, require_tool, tail
+from perfline.system.process import ToolMissing, child_setup, require_tool, tail
 
 # dbench 4.0 compiles the port into tbench and tbench_srv; neither has an option for it.
 PORT = 7003
@@ -140,7 +140,7 @@ class Tbench(CommandBenchmark):
                 stdin=subprocess.DEVNULL,
                 cwd=self.workdir,
                 start_new_session=True,
-                preexec_fn=die_with_perfline(),
+                preexec_fn=child_setup(True, self.cgroup),
             )
         self._wait_until_ready(self._server)
 
@@ -216,7 +216,7 @@ class Tbench(CommandBenchmark):
         with open(path, "wb") as out:
             client = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                cwd=self.workdir, start_new_session=True,
+                cwd=self.workdir, start_new_session=True, preexec_fn=child_setup(False, self.cgroup),
             )
         try:
             client.wait(timeout=timeout)

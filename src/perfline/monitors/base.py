@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import ClassVar
 
 from perfline.monitors.files import HOST, SystemFiles
@@ -32,6 +33,13 @@ class Monitor(ABC):
     packages: ClassVar[tuple[str, ...]] = ()
     # The files (shell patterns) the monitor reads, for a guest to read them in one look.
     sources: ClassVar[tuple[str, ...]] = ()
+    # True for a monitor that measures the benchmark's own tasks: on this host the runner
+    # then starts them in a cgroup of their own (`system.cgroup`), and before `check` it
+    # names that cgroup in `tasks`, or leaves None there and says why in `tasks_missing`
+    # (refused, no cgroup v2 or PSI, a VM's guest).
+    watches_tasks: ClassVar[bool] = False
+    tasks: Path | None = None
+    tasks_missing: str = ""
 
     @classmethod
     def on(cls, files: SystemFiles) -> Monitor:
@@ -45,6 +53,11 @@ class Monitor(ABC):
 
     def check(self) -> None:
         """Raise MonitorUnavailable before the run starts if this system cannot support it."""
+
+    def gaps(self) -> list[str]:
+        """After `check`: the parts of its figures this system cannot give, one line each;
+        the rest is measured."""
+        return []
 
     @abstractmethod
     def start(self) -> None: ...

@@ -42,6 +42,11 @@ class Interval:
         /proc/interrupts that an architecture or version lacks is left out, not an error."""
         return self.rates(tuple((m, c) for m, c in table if c in self.after.values and c in self.before.values))
 
+    def present_shares_pct(self, table: RateTable) -> list[Measurement]:
+        """Counters of microseconds (PSI's stall totals, CPU time) as their change in % of
+        the interval's wall time; those this kernel lacks are left out, as in `present_rates`."""
+        return [Measurement(m.metric, m.value / 1e4) for m in self.present_rates(table)]
+
 
 class CounterMonitor(Monitor):
     """Subclasses say how to read their counters (from `self.files`, the kernel's files

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from perfline.monitors.base import MonitorUnavailable
 from perfline.monitors.counters import CounterMonitor, Interval
-from perfline.monitors.files import SystemFiles
+from perfline.monitors.files import HOST, SystemFiles
 from perfline.monitors.proc_tables import (
     disk_stats,
     net_dev,
@@ -143,8 +143,7 @@ class Psi(CounterMonitor):
 
     def measure(self, interval: Interval) -> list[Measurement]:
         # Totals are microseconds stalled: over the interval, a share of wall time.
-        return [Measurement(m, interval.delta(f"{r}_{k}") / 1e6 / interval.seconds * 100)
-                for m, (r, k) in zip(self.metrics, PSI, strict=True) if f"{r}_{k}" in interval.after.values]
+        return interval.present_shares_pct(tuple(zip(self.metrics, (f"{r}_{k}" for r, k in PSI), strict=True)))
 
 
 NETDEV = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "rx_drop", "tx_drop")
@@ -200,37 +199,84 @@ class Diskstats(CounterMonitor):
 
 
 class Schedstat(CounterMonitor):
+    """Run-queue wait of every CPU from /proc/schedstat and, on this host, of the
+    benchmark's own tasks from the cgroup they run in (`system.cgroup`).
+
+    The tasks' figures are the group's PSI: `some` is the wall time during which at least
+    one of them was runnable but waiting for a CPU, `full` the time all of its runnable
+    ones were (the benchmark made no progress on any CPU); both count tasks that exited
+    before the repetition's end. Summed /proc/PID/schedstat run delays are not used: they
+    would cover only the tasks alive at the end, each since its own start.
+    """
+
     name = "schedstat"
-    summary = "run-queue wait and timeslices per second, all CPUs and each CPU (CONFIG_SCHEDSTATS)"
+    summary = ("run-queue wait and timeslices per second, all CPUs and each CPU (CONFIG_SCHEDSTATS); and, "
+               "not in VMs, the share of time the benchmark's own tasks waited for a CPU (PSI of their cgroup)")
     metrics = (
         _neutral("schedstat.wait_ms", "ms/s", "time tasks waited on a run queue, per second, all CPUs"),
         _neutral("schedstat.timeslices", "/s", "timeslices run, all CPUs"),
+        Metric("schedstat.task_wait_pct", "%", Direction.LOWER,
+               "share of wall time at least one of the benchmark's tasks was runnable but waiting for a CPU"),
+        Metric("schedstat.task_stall_pct", "%", Direction.LOWER,
+               "share of wall time every runnable task of the benchmark was waiting for a CPU"),
+        _neutral("schedstat.task_cpu_pct", "%", "CPU time of the benchmark's tasks, in % of one CPU"),
     )
     sources = ("/proc/schedstat",)
+    watches_tasks = True
+
+    def __init__(self, files: SystemFiles = HOST) -> None:
+        super().__init__(files)
+        self._per_cpu_missing = ""
 
     def check(self) -> None:
-        _readable(self.files, "/proc/schedstat", self.name, "kernel built without CONFIG_SCHEDSTATS")
+        # Each half measures without the other: a kernel without CONFIG_SCHEDSTATS still
+        # has the tasks' PSI, and a VM's guest has /proc/schedstat but no task group.
+        try:
+            _readable(self.files, "/proc/schedstat", self.name, "kernel built without CONFIG_SCHEDSTATS")
+        except MonitorUnavailable as exc:
+            if self.tasks is None:
+                raise MonitorUnavailable(f"{exc}, and the CPU wait of the benchmark's own tasks is "
+                                         f"{self.tasks_missing}") from None
+            self._per_cpu_missing = str(exc).removeprefix(f"{self.name}: ")
+
+    def gaps(self) -> list[str]:
+        found = []
+        if self._per_cpu_missing:
+            found.append(f"run-queue wait per CPU is not measured: {self._per_cpu_missing}")
+        if self.tasks is None:
+            found.append(f"the CPU wait of the benchmark's own tasks is {self.tasks_missing}")
+        return found
 
     def read(self) -> dict[str, int]:
         values = {}
-        for cpu, (_running, wait, slices) in schedstat(self.files.read_text("/proc/schedstat")).items():
-            values[f"{cpu} wait_ns"], values[f"{cpu} timeslices"] = wait, slices
-        values["wait_ns"] = sum(v for k, v in values.items() if k.endswith(" wait_ns"))
-        values["timeslices"] = sum(v for k, v in values.items() if k.endswith(" timeslices"))
+        if not self._per_cpu_missing:
+            for cpu, (_running, wait, slices) in schedstat(self.files.read_text("/proc/schedstat")).items():
+                values[f"{cpu} wait_ns"], values[f"{cpu} timeslices"] = wait, slices
+            values["wait_ns"] = sum(v for k, v in values.items() if k.endswith(" wait_ns"))
+            values["timeslices"] = sum(v for k, v in values.items() if k.endswith(" timeslices"))
+        if self.tasks is not None:
+            # Microseconds, cumulative over the group's life. `full` for a cgroup's CPU
+            # came with Linux 5.13; an older kernel has `some` only.
+            for kind, total in pressure(self.files.read_text(f"{self.tasks}/cpu.pressure")).items():
+                values[f"task {kind}_us"] = total
+            values["task usage_us"] = parse_key_values(self.files.read_text(f"{self.tasks}/cpu.stat"))["usage_usec"]
         return values
 
     def measure(self, interval: Interval) -> list[Measurement]:
-        wait, slices = self.metrics
+        wait, slices, task_wait, task_stall, task_cpu = self.metrics
         seconds = interval.seconds
-        found = [Measurement(wait, interval.delta("wait_ns") / 1e6 / seconds),
-                 Measurement(slices, interval.delta("timeslices") / seconds)]
-        cpus = sorted((k.split()[0] for k in interval.after.values if k.endswith(" wait_ns")),
-                      key=lambda cpu: int(cpu.removeprefix("cpu")))
-        for cpu in cpus:
-            if f"{cpu} wait_ns" in interval.before.values:
-                metric = _neutral(f"schedstat.{cpu}.wait_ms", "ms/s", f"time tasks waited on {cpu}'s run queue")
-                found.append(Measurement(metric, interval.delta(f"{cpu} wait_ns") / 1e6 / seconds))
-        return found
+        found = []
+        if not self._per_cpu_missing:
+            found += [Measurement(wait, interval.delta("wait_ns") / 1e6 / seconds),
+                      Measurement(slices, interval.delta("timeslices") / seconds)]
+            cpus = sorted((k.split()[0] for k in interval.after.values if k.endswith(" wait_ns")),
+                          key=lambda cpu: int(cpu.removeprefix("cpu")))
+            for cpu in cpus:
+                if f"{cpu} wait_ns" in interval.before.values:
+                    metric = _neutral(f"schedstat.{cpu}.wait_ms", "ms/s", f"time tasks waited on {cpu}'s run queue")
+                    found.append(Measurement(metric, interval.delta(f"{cpu} wait_ns") / 1e6 / seconds))
+        return found + interval.present_shares_pct(
+            ((task_wait, "task some_us"), (task_stall, "task full_us"), (task_cpu, "task usage_us")))
 
 
 class Cpufreq(CounterMonitor):

@@ -29,6 +29,7 @@ from perfline.records.status import RunStatus
 from perfline.runner.host_check import HostCheck
 from perfline.runner.load import cpu_hogs
 from perfline.store import Store
+from perfline.system.cgroup import CgroupUnavailable, task_group
 from perfline.system.journal import own_journal
 from perfline.system.kernel_state import KernelState
 from perfline.system.process import tail
@@ -113,6 +114,10 @@ class CaseRun:
         # The files those monitors read: this host's, or those of the VM `_watched` booted.
         self._files: SystemFiles = HOST
         self._watched: Benchmark | None = None
+        # The cgroup the benchmark's processes start in, when a monitor measures them;
+        # else why there is none.
+        self._tasks: Path | None = None
+        self._tasks_missing = ""
         self.values: list[float] = []  # the primary metric, for the adaptive run count
         self.primary: Metric | None = None
         self.done = 0
@@ -126,8 +131,6 @@ class CaseRun:
         self._described = False
 
     def __enter__(self) -> Self:
-        if self.case.vm is None:
-            self.monitors = self._available_monitors(HOST)
         refused: TunableError | None = None
         tuned: dict[str, dict[str, str]] = {}
         if not self.tune_per_step:
@@ -160,6 +163,10 @@ class CaseRun:
             if refused is not None:
                 self._own_failure = refused
                 raise refused
+            if self.case.vm is None:
+                # Before the benchmark is set up: a server it starts there joins too.
+                self._group_tasks()
+                self.monitors = self._available_monitors(HOST)
             if self.hold_setup:
                 self._bench = self._own(lambda: self._stack.enter_context(self._new_benchmark()))
                 self._describe(self._bench)
@@ -278,6 +285,7 @@ class CaseRun:
         benchmark = self.benchmark_cls(self.case.params, self.workdir)
         benchmark.tree = self.ctx.tree
         benchmark.kernel = self.ctx.kernel
+        benchmark.cgroup = self._tasks
         if self.case.vm is None:
             return benchmark
         assert isinstance(benchmark, CommandBenchmark)  # the job parser checks it
@@ -339,28 +347,51 @@ class CaseRun:
         self.monitors = self._available_monitors(self._files)
         self.save_settings()
 
+    def _group_tasks(self) -> None:
+        """When a monitor measures the benchmark's own tasks: a cgroup for the run, which
+        every process the benchmark starts on this host joins at its spawn
+        (`system.cgroup`). Where none can be made the monitor says so; the run goes on."""
+        if not any(MONITORS.get(name).watches_tasks for name in self.case.monitors):
+            return
+        try:
+            self._tasks = self._stack.enter_context(task_group(self.ctx.kernel))
+        except CgroupUnavailable as exc:
+            self._tasks_missing = f"not measured: {exc}"
+
     def _available_monitors(self, files: SystemFiles) -> list[Monitor]:
         """The case's monitors of the system whose files these are; one that system
-        cannot support is skipped loudly.
+        cannot support is skipped loudly, and one that can give only part of its figures
+        says which part it cannot.
 
         A missing monitor loses context, not results, so the benchmark still runs; the
         skip is printed and stored in the run's settings (once, for VMs booted per step).
         """
         monitors = []
-        skipped = self.settings.setdefault("monitors_skipped", [])
         for name in self.case.monitors:
             try:
                 monitor = MONITORS.get(name).on(files)
+                if monitor.watches_tasks and files is HOST:
+                    monitor.tasks, monitor.tasks_missing = self._tasks, self._tasks_missing
+                elif monitor.watches_tasks:
+                    # The guest agent starts the command in the guest's root cgroup, whose
+                    # PSI is the whole guest's (the psi monitor shows that).
+                    monitor.tasks_missing = "not measured in a VM"
                 monitor.check()
             except MonitorUnavailable as exc:
-                if (line := f"{name}: {exc}") not in skipped:
-                    self.ctx.observer.warning(f"monitor {name} skipped: {exc}")
-                    skipped.append(line)
+                self._say_once("monitors_skipped", f"{name}: {exc}", f"monitor {name} skipped: {exc}")
                 continue
+            for gap in monitor.gaps():
+                self._say_once("monitors_partial", f"{name}: {gap}", f"monitor {name}: {gap}")
             monitors.append(monitor)
-        if not skipped:
-            del self.settings["monitors_skipped"]
         return monitors
+
+    def _say_once(self, setting: str, line: str, warning: str) -> None:
+        """Print a warning and keep its line in the run's settings, unless it is there
+        already (a VM booted per step has its monitors checked at every step)."""
+        lines = self.settings.setdefault(setting, [])
+        if line not in lines:
+            self.ctx.observer.warning(warning)
+            lines.append(line)
 
 
 def _ci_halfwidth_pct(values: list[float]) -> float:

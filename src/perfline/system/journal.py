@@ -1,9 +1,10 @@
 """The restore journal: old values written (and fsync'd) before anything is changed.
 
-Every piece of kernel state perfline changes (tunables, tracefs files, a tracefs mount)
-is recorded here first, by `system.kernel_state`. One file per perfline process, so
-two perfline processes never restore each other's live changes; a file whose process
-is gone is a crashed run's leftover, and the next perfline command puts it back.
+Every piece of kernel state perfline changes (tunables, tracefs files, a tracefs mount,
+the benchmark's cgroup) is recorded here first, by `system.kernel_state`. One file per
+perfline process, so two perfline processes never restore each other's live changes; a
+file whose process is gone is a crashed run's leftover, and the next perfline command
+puts it back.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from pathlib import Path
 
 from perfline.system.files import write_durably
 
-# What an entry undoes: a file written (write `old` back) or a file system mounted on
-# `path` (unmount it; `old` is empty, `new` the file system type).
-WRITE, MOUNT = "write", "mount"
+# What an entry undoes: a file written (write `old` back), a file system mounted on
+# `path` (unmount it; `old` is empty, `new` the file system type), or a cgroup directory
+# made at `path` (remove it; `old` and `new` are empty).
+WRITE, MOUNT, CGROUP = "write", "mount", "cgroup"
 # Journals are named journal.<pid>.json; earlier perfline versions wrote
 # tunables.<pid>.json, which a crash may have left behind, so both are read.
 PATTERNS = ("journal.*.json", "tunables.*.json")

@@ -1,7 +1,8 @@
 """The one way perfline changes kernel state: journal the old value, then write.
 
-Tunables (sysctls, sysfs knobs, governors) and the ftrace benchmarks' tracefs files
-(`current_tracer`, `tracing_on`, `events/**/enable`, a tracefs mount) all go through
+Tunables (sysctls, sysfs knobs, governors), the ftrace benchmarks' tracefs files
+(`current_tracer`, `tracing_on`, `events/**/enable`, a tracefs mount) and the cgroup
+the benchmark's tasks run in (`system.cgroup`) all go through
 `KernelState`: the old value reaches the journal (fsync'd) before the first write, so a
 perfline killed at any moment leaves a journal that the next perfline command restores
 (`restore_leftovers`). A benchmark gets one as `self.kernel`; tests/test_crash_safety.py
@@ -17,15 +18,19 @@ from __future__ import annotations
 import errno
 import os
 import re
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from perfline.system.journal import MOUNT, WRITE, Entry, Journal, leftovers
+from perfline.system.journal import CGROUP, MOUNT, WRITE, Entry, Journal, leftovers
 from perfline.system.process import CommandFailed, ToolMissing, require_tool, run
 
 LOCKDOWN = Path("/sys/kernel/security/lockdown")
+# How long removing a cgroup retries while it is busy: a task of it may be exiting, or
+# forking a child into it, between the look at cgroup.procs and the rmdir.
+CGROUP_BUSY_S = 2.0
 
 
 class KernelStateError(RuntimeError):
@@ -163,6 +168,17 @@ class KernelState:
             if entry is not None:
                 self.restore([entry])
 
+    def make_cgroup(self, path: Path) -> Entry:
+        """Make the cgroup directory `path` (OSError as mkdir raises it); the entry removes it."""
+        entry = Entry(str(path), "", "", CGROUP)
+        self.journal.record([entry])
+        try:
+            path.mkdir()
+        except OSError:
+            self.journal.forget([entry])
+            raise
+        return entry
+
     def restore(self, entries: Sequence[Entry]) -> list[Entry]:
         """Undo `entries`, newest first; returns those that could not be undone, which
         stay in the journal for `perfline restore` (or the next command) to retry."""
@@ -185,9 +201,28 @@ def undo(entries: Sequence[Entry]) -> list[Entry]:
                 write_value(Path(entry.path), entry.old)
             elif entry.kind == MOUNT and is_mounted(entry.new, Path(entry.path)):
                 run([require_tool("umount", "mount"), entry.path], timeout=30)
+            elif entry.kind == CGROUP:
+                remove_cgroup(Path(entry.path))
         except (OSError, ToolMissing, CommandFailed):
             failures.append(entry)
     return failures
+
+
+def remove_cgroup(path: Path) -> None:
+    """Remove a cgroup perfline made. Processes still in it (a killed run's command that
+    outlived it) are moved to the parent group first: they finish there, as they would
+    have, rather than being killed by a later command."""
+    deadline = time.monotonic() + CGROUP_BUSY_S
+    while path.exists():
+        for pid in (path / "cgroup.procs").read_text().split():
+            with suppress(ProcessLookupError):  # exited since the look
+                write_value(path.parent / "cgroup.procs", pid)
+        try:
+            path.rmdir()
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def restore_leftovers(directory: Path, boot_id: str, alive: Callable[[int], bool]) -> list[str]:
@@ -200,6 +235,9 @@ def restore_leftovers(directory: Path, boot_id: str, alive: Callable[[int], bool
             if entry.kind == MOUNT:
                 verb = "could not unmount" if failed else "unmounted"
                 messages.append(f"{verb} {entry.new} on {entry.path} (mounted by a crashed run)")
+            elif entry.kind == CGROUP:
+                verb = "could not remove" if failed else "removed"
+                messages.append(f"{verb} the cgroup {entry.path} (made by a crashed run)")
             else:
                 verb = "could not restore" if failed else "restored"
                 messages.append(f"{verb} {entry.path} to {entry.old!r} (left at {entry.new!r} by a crashed run)")

@@ -67,6 +67,31 @@ def die_with_perfline() -> Callable[[], None]:
     return preexec
 
 
+def child_setup(tied: bool, cgroup: Path | None) -> Callable[[], None] | None:
+    """A `preexec_fn` for Popen: the child dies with perfline when `tied`
+    (`die_with_perfline`), and moves itself into the cgroup v2 directory `cgroup`.
+
+    Joining before exec, in the child itself, is what makes every task the command
+    forks or clones start inside the group too: a pid moved after the spawn could have
+    forked already (a short-lived client, a thread) and the child would escape.
+    """
+    tie = die_with_perfline() if tied else None
+    if cgroup is None:
+        return tie
+    procs = str(cgroup / "cgroup.procs")
+
+    def preexec() -> None:
+        if tie is not None:
+            tie()
+        fd = os.open(procs, os.O_WRONLY)
+        try:
+            os.write(fd, b"0")  # 0: the writing process itself
+        finally:
+            os.close(fd)
+
+    return preexec
+
+
 @functools.cache
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
@@ -79,13 +104,15 @@ def run(
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
     tied: bool = False,
+    cgroup: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run to completion; raise CommandFailed with the output tail on failure or timeout.
-    `tied`: the command dies with perfline (die_with_perfline; call from the main thread)."""
+    `tied`: the command dies with perfline (die_with_perfline; call from the main thread).
+    `cgroup`: it and everything it starts run in that cgroup v2 directory (`child_setup`)."""
     try:
         proc = subprocess.run(
             list(argv), capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env, check=False,
-            preexec_fn=die_with_perfline() if tied else None,
+            preexec_fn=child_setup(tied, cgroup),
         )
     except subprocess.TimeoutExpired as exc:
         output = _as_text(exc.stderr) or _as_text(exc.stdout)
