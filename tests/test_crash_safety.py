@@ -18,15 +18,17 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
 
 from perfline.benchmarks.tracefs import TRACEFS
+from perfline.system.cgroup import CgroupUnavailable, own_cgroup, parent_group
 from perfline.system.journal import Entry, Journal
-from perfline.system.kernel_state import KernelState, KernelStateError, is_mounted
+from perfline.system.kernel_state import KernelState, KernelStateError, is_mounted, remove_cgroup
 from perfline.system.process import CPU_HOG
+from processes import dead_task_groups
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "perfline"
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="kernel state is writable only by root")
@@ -195,6 +197,70 @@ def test_sigkilled_tbench_leaves_no_process(tmp_path: Path, state_dir: Path, kil
     args = perfline_cmd(db, "run", "tbench", "-p", "duration=2", "-p", "clients=1", "--repeat", "2",
                         "--warmup", "0", "--no-monitors")
     kill_at_random_moments(db, args, dict, state_dir, kills)
+
+
+def task_groups_parent() -> Path:
+    try:
+        return parent_group()
+    except CgroupUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@needs_root
+@pytest.mark.parametrize("kills", KILLS)
+def test_sigkilled_run_with_task_wait_leaves_no_cgroup(tmp_path: Path, state_dir: Path, kills: int) -> None:
+    task_groups_parent()
+    db = tmp_path / "db"
+    args = perfline_cmd(db, "run", "command", "-p", "cmd=sleep 0.1; echo 1", "--repeat", "5", "--warmup", "0",
+                        "--monitor", "schedstat")
+    kill_at_random_moments(db, args, lambda: {"dead perfline's cgroups": " ".join(dead_task_groups())},
+                           state_dir, kills)
+
+
+@needs_root
+def test_the_next_start_removes_a_killed_runs_cgroup_and_frees_what_is_in_it(tmp_path: Path, state_dir: Path) -> None:
+    """perfline SIGKILLed while its benchmark's shell sleeps in the run's cgroup: the
+    group outlives it, with the shell (a command is not tied to perfline), and the next
+    perfline command moves the shell to perfline's own group and removes the group."""
+    parent = task_groups_parent()
+    db = tmp_path / "db"
+    proc = subprocess.Popen(perfline_cmd(db, "run", "command", "-p", "cmd=sleep 60; echo 1", "--repeat", "1",
+                                         "--warmup", "0", "--monitor", "schedstat"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    group = parent / f"perfline-{proc.pid}-1"
+    inside: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while len(inside) < 2:  # the shell, and the sleep it forked
+            assert proc.poll() is None, "perfline exited early"
+            assert time.monotonic() < deadline, f"no shell and sleep in {group} within 120 s"
+            time.sleep(0.05)
+            inside = [int(pid) for pid in read_or_none(group / "cgroup.procs").split()]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert group.exists() and list(state_dir.glob("journal.*.json"))
+        after = subprocess.run(perfline_cmd(db, "runs", "--limit", "1"), capture_output=True, text=True,
+                               timeout=120, check=False)
+        assert after.returncode == 0, after.stderr
+        assert f"removed the cgroup {group} (made by a crashed run)" in after.stderr
+        assert not group.exists() and not list(state_dir.glob("journal.*.json"))
+        for pid in inside:
+            assert own_cgroup(Path(f"/proc/{pid}/cgroup").read_text()) == own_cgroup(
+                Path("/proc/self/cgroup").read_text())
+    finally:
+        proc.kill()
+        proc.wait()
+        for pid in inside:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        remove_cgroup(group)
+
+
+def read_or_none(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
 
 
 # -- the journal comes first, by construction ------------------------------------------
