@@ -202,9 +202,11 @@ class Schedstat(CounterMonitor):
     """Run-queue wait of every CPU from /proc/schedstat and, on this host, of the
     benchmark's own tasks from the cgroup they run in (`system.cgroup`).
 
-    The tasks' figures are the group's PSI: `some` is the wall time during which at least
-    one of them was runnable but waiting for a CPU, `full` the time all of its runnable
-    ones were (the benchmark made no progress on any CPU); both count tasks that exited
+    The tasks' figures are the group's PSI: `some` is the time during which at least one
+    of them was runnable but waiting for a CPU, `full` the time none of its runnable ones
+    was running (the benchmark made no progress). On SMP the kernel keeps each per CPU
+    and averages them weighted by the group's non-idle time on each CPU, so three busy
+    tasks on one CPU read ~100% `some` and one alone ~0%. Both count tasks that exited
     before the repetition's end. Summed /proc/PID/schedstat run delays are not used: they
     would cover only the tasks alive at the end, each since its own start.
     """
@@ -218,7 +220,7 @@ class Schedstat(CounterMonitor):
         Metric("schedstat.task_wait_pct", "%", Direction.LOWER,
                "share of wall time at least one of the benchmark's tasks was runnable but waiting for a CPU"),
         Metric("schedstat.task_stall_pct", "%", Direction.LOWER,
-               "share of wall time every runnable task of the benchmark was waiting for a CPU"),
+               "share of wall time the benchmark's runnable tasks all waited for a CPU, none running"),
         _neutral("schedstat.task_cpu_pct", "%", "CPU time of the benchmark's tasks, in % of one CPU"),
     )
     sources = ("/proc/schedstat",)
