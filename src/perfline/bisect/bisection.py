@@ -6,10 +6,13 @@ replaying what the store recorded: the same samples give the same posterior and 
 next probe. It never measures or builds anything itself.
 
 The confirmation A/B of the culprit against its parent is part of the same machine: once
-the posterior reaches its confidence, the next probes are the A/B's, and their samples
-count for the posterior like any other. So one loop of next_probe/observe runs the whole
-bisection, every run it makes is counted, and a resumed bisection continues an A/B
-where it stopped.
+the posterior reaches its confidence, the pair is fixed and the next probes are the
+A/B's. Their samples are the A/B's alone: the posterior stays where it stood, so the
+A/B's test is on samples that played no part in choosing the pair (confirm.py says why
+that matters), and a sample is the A/B's exactly when the samples before it made the
+posterior confident, which replaying them in order finds again. So one loop of
+next_probe/observe runs the whole bisection, every run it makes is counted, and a
+resumed bisection continues an A/B where it stopped.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ class BisectResult:
     ci_pct: tuple[float, float]  # 95%
     kind: Kind
     runs: int
-    # The A/B against the parent, from the moment the posterior reached the confidence.
+    # The A/B of fresh samples against the parent, once the posterior reached the confidence.
     confirmation: Confirmation | None
 
     @property
@@ -106,9 +109,9 @@ class Bisection:
     """Bayesian bisection of commits 0 (good) .. n_commits-1 (bad) under noise.
 
     `prior_obs` are samples recorded before this bisection (e.g. stored runs of an
-    endpoint): evidence for the posterior like any other, but they do not count as runs
-    and the confirmation A/B does not use them. The A/B is there to catch a machine
-    whose level moved, and samples from another day are the ones most likely to have.
+    endpoint): evidence for the posterior like any other, but they do not count as runs.
+    The confirmation A/B uses only samples taken after the posterior reached
+    `confidence`, so neither these nor the bisection's own probes.
     """
 
     def __init__(
@@ -129,22 +132,27 @@ class Bisection:
         self.confidence, self.max_runs = confidence, max_runs
         self.endpoint_runs, self.max_endpoint_runs = endpoint_runs, max_endpoint_runs
         self._testable = np.ones(n_commits, dtype=bool)
+        # The posterior's samples: prior_obs and the probes before the confidence.
         self._commits: list[int] = []
         self._values: list[float] = []
-        self._prior: list[bool] = []  # per sample: recorded before this bisection
         self._runs = 0
         self._derived: _State | None = None
         self._ab: ABConfirmation | None = None
         for commit in untestable:
             self.mark_untestable(commit)
         for commit, value in prior_obs:
-            self._add(commit, value, prior=True)
+            self._add(commit, value)
 
     # -- inputs ---------------------------------------------------------------------
 
     def observe(self, commit: int, value: float) -> None:
-        """Record one sample of the metric at `commit` (one benchmark run)."""
-        self._add(commit, value, prior=False)
+        """Record one sample of the metric at `commit` (one benchmark run): the
+        posterior's, or once it is confident the confirmation A/B's."""
+        if self._confident():
+            self._check_index(commit)
+            self._confirmation().observe(commit, value)
+        else:
+            self._add(commit, value)
         self._runs += 1
 
     def mark_untestable(self, commit: int) -> None:
@@ -154,10 +162,13 @@ class Bisection:
             raise ValueError("the good and bad endpoints must be testable")
         if commit in self._commits:
             raise ValueError(f"commit {commit} already has samples")
+        if self._confident():
+            # It would move the posterior the confirmation's pair was chosen by.
+            raise ValueError("the posterior reached its confidence: only the culprit and its parent are measured")
         self._testable[commit] = False
-        self._forget_derived()
+        self._derived = None
 
-    def _add(self, commit: int, value: float, prior: bool) -> None:
+    def _add(self, commit: int, value: float) -> None:
         self._check_index(commit)
         if not self._testable[commit]:
             raise ValueError(f"commit {commit} is marked untestable")
@@ -166,11 +177,7 @@ class Bisection:
             raise ValueError(f"sample values must be positive and finite, got {value!r}")
         self._commits.append(commit)
         self._values.append(float(value))
-        self._prior.append(prior)
-        self._forget_derived()
-
-    def _forget_derived(self) -> None:
-        self._derived, self._ab = None, None
+        self._derived = None
 
     def _check_index(self, commit: int) -> None:
         if not 0 <= commit < self.n_commits:
@@ -187,11 +194,10 @@ class Bisection:
         return tuple(int(k) for k in np.flatnonzero(~self._testable))
 
     def samples_at(self, commit: int) -> list[float]:
-        """Every sample at `commit`, recorded before this bisection or taken by it."""
-        return [v for k, v in zip(self._commits, self._values, strict=False) if k == commit]
-
-    def _fresh(self) -> list[Observation]:
-        return [(k, v) for k, v, prior in zip(self._commits, self._values, self._prior, strict=False) if not prior]
+        """Every sample at `commit`, recorded before this bisection or taken by it (the
+        posterior's, then the confirmation's)."""
+        at = [v for k, v in zip(self._commits, self._values, strict=False) if k == commit]
+        return at + (self._ab.taken(commit) if self._ab is not None else [])
 
     def _state(self) -> _State:
         if self._derived is None:
@@ -224,15 +230,12 @@ class Bisection:
         return not self._in_endpoint_phase() and self._grouped().max() >= self.confidence
 
     def _confirmation(self) -> ABConfirmation:
-        """The A/B of the most probable culprit against its parent, on this bisection's samples."""
+        """The A/B of the most probable culprit against its parent, made once when the
+        posterior is confident (its samples are then final)."""
         if self._ab is None:
             culprit = int(np.argmax(self._grouped()))
-            self._ab = ABConfirmation(
-                self._suspects(culprit)[0] - 1,
-                culprit,
-                increase=self._change(culprit)[0] > 0,
-                samples=self._fresh(),
-            )
+            increase = self._change(culprit)[0] > 0
+            self._ab = ABConfirmation(self._suspects(culprit)[0] - 1, culprit, increase)
         return self._ab
 
     @property
@@ -285,7 +288,7 @@ class Bisection:
         )
 
     def _change(self, culprit: int) -> tuple[float, tuple[float, float]]:
-        """Bad vs good level with a 95% t interval, the samples split at `culprit`."""
+        """Bad vs good level with a 95% t interval, the posterior's samples split at `culprit`."""
         state = self._state()
         if state.weights is None:
             nan = float("nan")

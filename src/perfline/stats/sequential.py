@@ -39,11 +39,15 @@ class SequentialPlan:
     confidence: float  # of the whole test's interval
 
     @classmethod
-    def up_to(cls, max_pairs: int, alpha: float, confidence: float = 0.95) -> SequentialPlan:
-        if max_pairs < FIRST_LOOK:
-            raise ValueError(f"at least {FIRST_LOOK} pairs are needed for a first look")
+    def up_to(
+        cls, max_pairs: int, alpha: float, confidence: float = 0.95, *, first: int = FIRST_LOOK
+    ) -> SequentialPlan:
+        """Looks at `first`, then 1.5x the one before, and at `max_pairs` (the bisection's
+        confirmation looks from 4 samples a side on, unpaired)."""
+        if max_pairs < first:
+            raise ValueError(f"at least {first} pairs are needed for a first look")
         looks: list[int] = []
-        n = FIRST_LOOK
+        n = first
         while n < max_pairs:
             looks.append(n)
             n = math.ceil(n * LOOK_GROWTH)
