@@ -13,11 +13,11 @@ from perfline.records.fingerprint import Fingerprint
 from perfline.records.job import ACCELS, Case, VmSpec
 from perfline.records.metric import Metric
 from perfline.records.status import RegressionStatus
-from perfline.runner import RunContext, execute_interleaved
 from perfline.store import Regression, RunDetail, Store
 from perfline.targets.kernels import KernelError, get_kernel
 
 if TYPE_CHECKING:
+    from perfline.runner import RunContext
     from perfline.stats.changepoint import ChangePoint
     from perfline.stats.sequential import SequentialPlan
 
@@ -276,6 +276,9 @@ def confirm(
     `ctx_after`: the after side's own context (a tracker's two commits, each in its
     built tree). `plan`: stop once its looks decide (at most `pairs`), judged at its
     levels; without it, `pairs` pairs at the usual alpha."""
+    # Not above: the runner is slow to import, and `perfline history` and `detect`,
+    # which import this module, run nothing.
+    from perfline.runner import execute_interleaved
 
     def decided(metric: Metric, base: list[float], other: list[float]) -> bool:
         assert plan is not None

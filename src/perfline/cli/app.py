@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -22,7 +22,6 @@ from perfline.analysis.comparison import (
     sides_by_label,
     sides_from_runs,
 )
-from perfline.benchmarks import BENCHMARKS
 from perfline.cli.bisect import bisect_app
 from perfline.cli.common import (
     EXIT_FAILED,
@@ -43,11 +42,6 @@ from perfline.cli.migration import migration_cost
 from perfline.cli.report import report_app
 from perfline.cli.serve import serve
 from perfline.cli.track import track_app
-from perfline.jobs import (
-    expand,
-)
-from perfline.jobs.command_line import CommandLineJob, Target, build_ab, build_job
-from perfline.monitors import MONITORS
 from perfline.records.job import COMMAND_LINE, ParamValue
 from perfline.records.metric import Direction, Metric
 from perfline.records.status import RunStatus
@@ -59,11 +53,16 @@ from perfline.report.runs import (
     run_view,
     runs_table,
 )
-from perfline.runner import RunOutcome, execute, execute_interleaved
 from perfline.stats.sequential import DEFAULT_MAX_PAIRS, FIRST_LOOK, SequentialPlan
 from perfline.store import RunNotFound, Store, resolve_url
 from perfline.system.journal import journal_files, state_dir
-from perfline.tunables import TunableError, check_available
+
+if TYPE_CHECKING:
+    from perfline.runner import RunOutcome
+
+# The commands that run benchmarks import the runner, the job parser and the registries
+# of benchmarks and monitors inside: together a tenth of a second that the commands
+# which only read the store (compare, history, show) need not pay at start-up.
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -114,6 +113,9 @@ def list_catalogue(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Benchmarks and monitors, one line each, with what they measure."""
+    from perfline.benchmarks import BENCHMARKS
+    from perfline.monitors import MONITORS
+
     if as_json:
         print(json.dumps({
             title: [{"name": entry.name, "summary": entry.summary, "from": registry.origin(entry.name),
@@ -191,6 +193,10 @@ def run(
 
     --sysctl, --sysfs, --governor, --pin and --load set tunables as a job file's
     `tunables:` and `load:` do, replacing the job's own value of the same knob."""
+    from perfline.jobs import expand
+    from perfline.jobs.command_line import CommandLineJob, Target, build_job
+    from perfline.runner import execute
+
     request = CommandLineJob(what, param or [], monitor, no_monitors, repeat, precision, max_repeat, warmup,
                              sysctl or [], sysfs or [], governor, pin, load,
                              Target(target, kernel, cmdline, vm_cpus, vm_memory, accel))
@@ -216,6 +222,8 @@ def run(
 def _check_knobs(given: dict[str, dict[str, ParamValue]]) -> None:
     """Knobs named on the command line exist here, before anything runs (a job file's
     that do not fail their run instead)."""
+    from perfline.tunables import TunableError, check_available
+
     for kind, values in given.items():
         for key, value in values.items():
             try:
@@ -418,6 +426,9 @@ def ab(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Interleaved A/B: run two configurations alternately (A B A B …) and compare them."""
+    from perfline.jobs.command_line import CommandLineJob, Target, build_ab
+    from perfline.runner import execute_interleaved
+
     request = CommandLineJob(what, param or [], monitor, no_monitors, warmup=warmup,
                              target=Target(target, kernel, cmdline, vm_cpus, vm_memory, accel))
     plan = _sequential_plan(pairs, max_pairs, alpha)

@@ -9,17 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from perfline.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, errors, fail, notify, open_store
 from perfline.records.errors import UserError
-from perfline.runner import terminate_as_interrupt
 from perfline.store import Store
 from perfline.store.bisections import BisectionRecord
 
@@ -133,6 +125,7 @@ def _run(store: Store, record: BisectionRecord, as_json: bool, pace_tolerance: f
     from perfline.bisect.session import BisectionFailed, commits_of, run
     from perfline.records.status import BisectionStatus
     from perfline.report.bisection import outcome_lines, probes_table
+    from perfline.runner import terminate_as_interrupt  # not above: the runner is slow to import
 
     with _progress(record.spec.max_runs) as update, terminate_as_interrupt():
         try:
@@ -156,6 +149,8 @@ def _run(store: Store, record: BisectionRecord, as_json: bool, pace_tolerance: f
 
 @contextmanager
 def _progress(max_runs: int) -> Iterator[ProbeProgress]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     progress = Progress(TextColumn("[bold]bisect"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("P(top)={task.fields[top]:.3f}  {task.description}"),
                         TimeElapsedColumn(), console=errors)

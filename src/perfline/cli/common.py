@@ -5,18 +5,20 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from perfline.cli.progress import ProgressObserver
-from perfline.records.job import Case
-from perfline.runner import RunContext, terminate_as_interrupt
 from perfline.store import Store
 from perfline.system.journal import state_dir
 from perfline.system.kernel_state import restore_leftovers
 from perfline.targets import local
+
+if TYPE_CHECKING:
+    from perfline.records.job import Case
+    from perfline.runner import RunContext
 
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -67,6 +69,11 @@ def running(
     store: Store, cases: list[Case], label: str | None, kernel_commit: str | None
 ) -> Iterator[RunContext]:
     """Progress on stderr, SIGTERM as Ctrl-C, and exit code 130 after an interruption."""
+    # Imported here: the runner and its targets are a tenth of a second of start-up
+    # that the commands which only read the store do not need.
+    from perfline.cli.progress import ProgressObserver
+    from perfline.runner import RunContext, terminate_as_interrupt
+
     with ProgressObserver(errors, cases) as observer, terminate_as_interrupt():
         try:
             yield RunContext(

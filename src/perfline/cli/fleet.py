@@ -11,9 +11,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from perfline.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, errors, fail, notify, open_store, state
-from perfline.jobs import expand
-from perfline.jobs.command_line import CommandLineJob, build_job
-from perfline.report.runs import results_table
 from perfline.store import Store, resolve_url
 
 if TYPE_CHECKING:
@@ -97,6 +94,9 @@ def submit(
 
     Tunables are applied on the machine that runs the job, so they are checked there."""
     from perfline.fleet import submitting
+    from perfline.jobs import expand  # not above: the job parser (yaml) is slow to import
+    from perfline.jobs.command_line import CommandLineJob, build_job
+    from perfline.report.runs import results_table
 
     if machine and (machine_class or each_machine):
         raise fail("--machine names one machine; give it without --class or --each-machine")

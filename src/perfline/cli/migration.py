@@ -10,8 +10,6 @@ from typing import Annotated
 
 import typer
 
-from perfline.benchmarks import BenchmarkFailed, BenchmarkUnavailable
-from perfline.benchmarks.migration_cost import MigrationCost, format_matrix
 from perfline.records.job import ParamValue
 
 EXIT_FAILED = 1
@@ -32,6 +30,10 @@ def migration_cost(
 
     Measures once and stores nothing; `perfline run migration-cost` tracks it over time.
     """
+    # Not above: the benchmarks' registry is slow to import and only this command needs it.
+    from perfline.benchmarks import BenchmarkFailed, BenchmarkUnavailable
+    from perfline.benchmarks.migration_cost import MigrationCost, format_matrix
+
     params: dict[str, ParamValue] = {"cpus": cpus, "size": size, "repeat": repeat}
     try:
         with TemporaryDirectory(prefix="perfline-migration-") as scratch, MigrationCost(params, Path(scratch)) as bench:

@@ -13,18 +13,19 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from perfline.cli.bisect import PaceOption, _pace_tolerance
 from perfline.cli.common import EXIT_INTERRUPTED, console, errors, fail, notify, open_store, state
-from perfline.records.job import Case
-from perfline.records.metric import Measurement
-from perfline.runner import RunContext, RunOutcome, terminate_as_interrupt
 from perfline.store import Store
 from perfline.targets import local
 
 if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from perfline.records.job import Case
+    from perfline.records.metric import Measurement
     from perfline.report.tracking import TrackerState
+    from perfline.runner import RunOutcome
     from perfline.track.tracker_file import TrackerSpec
 
 track_app = typer.Typer(help="Follow a branch: test new commits, find changes, bisect each to its commit.",
@@ -64,6 +65,8 @@ class _Observer:
 
 @contextmanager
 def _progress() -> Iterator[_Observer]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[last]}"), TimeElapsedColumn(), console=errors)
     with progress:
@@ -84,6 +87,7 @@ def run(
     pace_tolerance: PaceOption = "10%",
 ) -> None:
     """Test the commits the tracker selects, judge them, and narrow what changed."""
+    from perfline.runner import RunContext, terminate_as_interrupt  # not above: slow to import
     from perfline.track.repository import check
     from perfline.track.tracking import run_pass
 
