@@ -241,9 +241,9 @@ def test_schedstat_halves_measure_without_each_other() -> None:
     stat = "version 15\ntimestamp 1\ncpu0 0 0 0 0 0 0 100 2000000 3\n"
     files = GroupFiles([(t, {"/proc/schedstat": stat}) for t in (0.0, 1.0, 2.0)])
     monitor = Schedstat.on(files)
-    monitor.tasks_missing = "not measured in a VM"
+    monitor.tasks_missing = "not measured: no cgroup v2 (unified) hierarchy is mounted"
     monitor.check()
-    assert monitor.gaps() == ["the CPU wait of the benchmark's own tasks is not measured in a VM"]
+    assert monitor.gaps() == [f"the CPU wait of the benchmark's own tasks is {monitor.tasks_missing}"]
     files.refresh()
     monitor.start()
     files.refresh()
@@ -251,8 +251,8 @@ def test_schedstat_halves_measure_without_each_other() -> None:
                                                         "schedstat.cpu0.wait_ms"}
 
     monitor = Schedstat.on(GroupFiles([(0.0, {})]))
-    monitor.tasks_missing = "not measured in a VM"
-    with pytest.raises(MonitorUnavailable, match=r"CONFIG_SCHEDSTATS.*not measured in a VM"):
+    monitor.tasks_missing = "not measured: no cgroup v2 (unified) hierarchy is mounted"
+    with pytest.raises(MonitorUnavailable, match=r"CONFIG_SCHEDSTATS.*not measured: no cgroup v2"):
         monitor.check()
 
 

@@ -100,7 +100,8 @@ class Benchmark(ABC):
         # runner gives every benchmark of a process the same one.
         self.kernel = KernelState(own_journal())
         # The cgroup v2 directory every process the benchmark starts for itself joins at
-        # spawn (`system.cgroup`), set by the runner when a monitor measures its tasks.
+        # spawn, when a monitor measures its tasks: on this host set by the runner
+        # (`system.cgroup`); a VM's guest's, made there by `targets.guest`.
         self.cgroup: Path | None = None
 
     @classmethod

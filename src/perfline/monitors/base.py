@@ -33,11 +33,12 @@ class Monitor(ABC):
     packages: ClassVar[tuple[str, ...]] = ()
     # The files (shell patterns) the monitor reads, for a guest to read them in one look.
     sources: ClassVar[tuple[str, ...]] = ()
-    # True for a monitor that measures the benchmark's own tasks: on this host the runner
-    # then starts them in a cgroup of their own (`system.cgroup`), and before `check` it
-    # names that cgroup in `tasks`, or leaves None there and says why in `tasks_missing`
-    # (refused, no cgroup v2 or PSI, a VM's guest).
-    watches_tasks: ClassVar[bool] = False
+    # The files a monitor that measures the benchmark's own tasks reads in their cgroup
+    # (names in it). For such a monitor the runner starts those tasks in a cgroup of
+    # their own, on this host (`system.cgroup`) or in a VM's guest (`targets.guest`), and
+    # before `check` names it in `tasks`, or leaves None there and says why in
+    # `tasks_missing` (refused, no cgroup v2 or PSI).
+    task_files: ClassVar[tuple[str, ...]] = ()
     tasks: Path | None = None
     tasks_missing: str = ""
 

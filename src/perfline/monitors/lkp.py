@@ -199,8 +199,8 @@ class Diskstats(CounterMonitor):
 
 
 class Schedstat(CounterMonitor):
-    """Run-queue wait of every CPU from /proc/schedstat and, on this host, of the
-    benchmark's own tasks from the cgroup they run in (`system.cgroup`).
+    """Run-queue wait of every CPU from /proc/schedstat and of the benchmark's own tasks
+    from the cgroup they run in (`system.cgroup` on this host, `targets.guest` in a VM).
 
     The tasks' figures are the group's PSI: `some` is the time during which at least one
     of them was runnable but waiting for a CPU, `full` the time none of its runnable ones
@@ -212,8 +212,8 @@ class Schedstat(CounterMonitor):
     """
 
     name = "schedstat"
-    summary = ("run-queue wait and timeslices per second, all CPUs and each CPU (CONFIG_SCHEDSTATS); and, "
-               "not in VMs, the share of time the benchmark's own tasks waited for a CPU (PSI of their cgroup)")
+    summary = ("run-queue wait and timeslices per second, all CPUs and each CPU (CONFIG_SCHEDSTATS); and the "
+               "share of time the benchmark's own tasks waited for a CPU (PSI of their cgroup, in a VM the guest's)")
     metrics = (
         _neutral("schedstat.wait_ms", "ms/s", "time tasks waited on a run queue, per second, all CPUs"),
         _neutral("schedstat.timeslices", "/s", "timeslices run, all CPUs"),
@@ -224,7 +224,7 @@ class Schedstat(CounterMonitor):
         _neutral("schedstat.task_cpu_pct", "%", "CPU time of the benchmark's tasks, in % of one CPU"),
     )
     sources = ("/proc/schedstat",)
-    watches_tasks = True
+    task_files = ("cpu.pressure", "cpu.stat")
 
     def __init__(self, files: SystemFiles = HOST) -> None:
         super().__init__(files)
@@ -232,7 +232,7 @@ class Schedstat(CounterMonitor):
 
     def check(self) -> None:
         # Each half measures without the other: a kernel without CONFIG_SCHEDSTATS still
-        # has the tasks' PSI, and a VM's guest has /proc/schedstat but no task group.
+        # has the tasks' PSI, and a kernel booted with psi=0 still has /proc/schedstat.
         try:
             _readable(self.files, "/proc/schedstat", self.name, "kernel built without CONFIG_SCHEDSTATS")
         except MonitorUnavailable as exc:
@@ -257,11 +257,12 @@ class Schedstat(CounterMonitor):
             values["wait_ns"] = sum(v for k, v in values.items() if k.endswith(" wait_ns"))
             values["timeslices"] = sum(v for k, v in values.items() if k.endswith(" timeslices"))
         if self.tasks is not None:
+            pressure_file, stat_file = (f"{self.tasks}/{name}" for name in self.task_files)
             # Microseconds, cumulative over the group's life. `full` for a cgroup's CPU
             # came with Linux 5.13; an older kernel has `some` only.
-            for kind, total in pressure(self.files.read_text(f"{self.tasks}/cpu.pressure")).items():
+            for kind, total in pressure(self.files.read_text(pressure_file)).items():
                 values[f"task {kind}_us"] = total
-            values["task usage_us"] = parse_key_values(self.files.read_text(f"{self.tasks}/cpu.stat"))["usage_usec"]
+            values["task usage_us"] = parse_key_values(self.files.read_text(stat_file))["usage_usec"]
         return values
 
     def measure(self, interval: Interval) -> list[Measurement]:

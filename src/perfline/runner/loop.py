@@ -166,7 +166,7 @@ class CaseRun:
             if self.case.vm is None:
                 # Before the benchmark is set up: a server it starts there joins too.
                 self._group_tasks()
-                self.monitors = self._available_monitors(HOST)
+                self.monitors = self._available_monitors(HOST, self._tasks, self._tasks_missing)
             if self.hold_setup:
                 self._bench = self._own(lambda: self._stack.enter_context(self._new_benchmark()))
                 self._describe(self._bench)
@@ -289,7 +289,7 @@ class CaseRun:
         if self.case.vm is None:
             return benchmark
         assert isinstance(benchmark, CommandBenchmark)  # the job parser checks it
-        return GuestBenchmark(benchmark, self.case, self.ctx.observer.warning)
+        return GuestBenchmark(benchmark, self.case, self.ctx.observer.warning, group_tasks=self._watches_tasks())
 
     def _step(self, action: Callable[[Benchmark], list[Measurement]]) -> list[Measurement]:
         def step() -> list[Measurement]:
@@ -340,28 +340,37 @@ class CaseRun:
         (a benchmark set up per step boots a VM per step, each watched anew)."""
         if not isinstance(bench, GuestBenchmark) or bench is self._watched:
             return
-        sources = (pattern for name in self.case.monitors for pattern in MONITORS.get(name).sources)
+        kinds = [MONITORS.get(name) for name in self.case.monitors]
+        sources = [pattern for kind in kinds for pattern in kind.sources]
+        if bench.cgroup is not None:
+            sources += [f"{bench.cgroup}/{name}" for kind in kinds for name in kind.task_files]
         self._files = bench.files(sources)
         self._files.refresh()
         self._watched = bench
-        self.monitors = self._available_monitors(self._files)
+        self.monitors = self._available_monitors(self._files, bench.cgroup, bench.cgroup_missing)
         self.save_settings()
+
+    def _watches_tasks(self) -> bool:
+        """A monitor of the case measures the benchmark's own tasks."""
+        return any(MONITORS.get(name).task_files for name in self.case.monitors)
 
     def _group_tasks(self) -> None:
         """When a monitor measures the benchmark's own tasks: a cgroup for the run, which
         every process the benchmark starts on this host joins at its spawn
-        (`system.cgroup`). Where none can be made the monitor says so; the run goes on."""
-        if not any(MONITORS.get(name).watches_tasks for name in self.case.monitors):
+        (`system.cgroup`). Where none can be made the monitor says so; the run goes on.
+        A VM's guest makes its own (`GuestBenchmark`)."""
+        if not self._watches_tasks():
             return
         try:
             self._tasks = self._stack.enter_context(task_group(self.ctx.kernel))
         except CgroupUnavailable as exc:
             self._tasks_missing = f"not measured: {exc}"
 
-    def _available_monitors(self, files: SystemFiles) -> list[Monitor]:
+    def _available_monitors(self, files: SystemFiles, tasks: Path | None, tasks_missing: str) -> list[Monitor]:
         """The case's monitors of the system whose files these are; one that system
         cannot support is skipped loudly, and one that can give only part of its figures
-        says which part it cannot.
+        says which part it cannot. `tasks`: the cgroup of the benchmark's tasks on that
+        system, or None and `tasks_missing` says why.
 
         A missing monitor loses context, not results, so the benchmark still runs; the
         skip is printed and stored in the run's settings (once, for VMs booted per step).
@@ -370,12 +379,8 @@ class CaseRun:
         for name in self.case.monitors:
             try:
                 monitor = MONITORS.get(name).on(files)
-                if monitor.watches_tasks and files is HOST:
-                    monitor.tasks, monitor.tasks_missing = self._tasks, self._tasks_missing
-                elif monitor.watches_tasks:
-                    # The guest agent starts the command in the guest's root cgroup, whose
-                    # PSI is the whole guest's (the psi monitor shows that).
-                    monitor.tasks_missing = "not measured in a VM"
+                if monitor.task_files:
+                    monitor.tasks, monitor.tasks_missing = tasks, tasks_missing
                 monitor.check()
             except MonitorUnavailable as exc:
                 self._say_once("monitors_skipped", f"{name}: {exc}", f"monitor {name} skipped: {exc}")

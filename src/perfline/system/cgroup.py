@@ -35,6 +35,8 @@ from perfline.system.process import run
 
 PROC_MOUNTS = Path("/proc/self/mounts")
 PROC_CGROUP = Path("/proc/self/cgroup")
+# Said here and of a VM's guest (`targets.guest`).
+PSI_MISSING = "cgroups have no cpu.pressure: a kernel without CONFIG_PSI, or booted with psi=0"
 # Two runs of one process live at once (interleaved A/B): each has its own group.
 _numbers = itertools.count(1)
 
@@ -92,7 +94,7 @@ def parent_group() -> Path:
 def _check(path: Path) -> None:
     """A command can join the group, and the kernel keeps its pressure (PSI)."""
     if not (path / "cpu.pressure").exists():
-        raise CgroupUnavailable("cgroups have no cpu.pressure: a kernel without CONFIG_PSI, or booted with psi=0")
+        raise CgroupUnavailable(PSI_MISSING)
     try:
         (path / "cpu.pressure").read_text()
     except OSError as exc:  # EOPNOTSUPP where PSI is compiled in but off

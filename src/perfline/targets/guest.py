@@ -6,6 +6,10 @@ there, each repetition sends the benchmark's argv to the guest agent and parses 
 reply with the benchmark's own `parse`, tear-down powers the VM off. The run's
 fingerprint is the guest's: its kernel release, version, command line, config and
 sysctls, with this host's identity and CPU model, and the accelerator that ran it.
+
+When a monitor measures the benchmark's own tasks, set-up also makes them a cgroup in
+the guest (GUEST_TASK_GROUP) which the guest set-up's and every repetition's command
+join at spawn, as the host's do (`system.cgroup`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from perfline.monitors.files import SystemFiles
 from perfline.records.fingerprint import Fingerprint
 from perfline.records.job import Case
 from perfline.records.metric import Measurement
+from perfline.system.cgroup import PSI_MISSING
 from perfline.system.process import ToolMissing, tail
 from perfline.targets import initramfs, local, rootfs
 from perfline.targets.kernels import Kernel, KernelError, get_kernel
@@ -53,13 +58,33 @@ FACTS_SCRIPT = (
     f"[ -r {PACKED_CONFIG} ] && base64 {PACKED_CONFIG} | sed 's|^|{PACKED_CONFIG}.base64:|'; true"
 )
 FACTS_TIMEOUT_S = 60.0
+# The cgroup of the benchmark's tasks in the guest: prints its path, or why there is none
+# and exits 1. The agent is the guest's init and mounts no cgroup2 itself (an initramfs
+# has only what it mounts, and a root disk's own init never runs), so this does. The
+# group is a child of the root with no controllers enabled, so it changes no CPU weight
+# or placement. Nothing of it is journaled or removed: the guest is thrown away with
+# the VM, whatever happens to the run.
+GUEST_TASK_GROUP = """
+root=/sys/fs/cgroup
+if [ ! -d $root ]; then
+    echo "the guest kernel has no cgroups (no $root: CONFIG_CGROUPS off)"; exit 1
+fi
+if [ ! -e $root/cgroup.procs ] && ! said=$(mount -t cgroup2 cgroup2 $root 2>&1); then
+    echo "mounting cgroup2 on $root in the guest failed: $said"; exit 1
+fi
+said=$(mkdir $root/perfline-tasks 2>&1) || { echo "$said"; exit 1; }
+cat $root/perfline-tasks/cpu.pressure > /dev/null 2>&1 || { echo "the guest's $1"; exit 1; }
+echo $root/perfline-tasks
+"""
 
 
 class GuestBenchmark(Benchmark):
     name = "guest"
     summary = "a one-command benchmark run in a VM"
 
-    def __init__(self, inner: CommandBenchmark, case: Case, warn: Callable[[str], None]) -> None:
+    def __init__(
+        self, inner: CommandBenchmark, case: Case, warn: Callable[[str], None], group_tasks: bool = False
+    ) -> None:
         super().__init__(inner.values, inner.workdir)
         self.tree = inner.tree
         if case.vm is None:
@@ -68,6 +93,10 @@ class GuestBenchmark(Benchmark):
         self.spec = case.vm
         self.cmdline = case.cmdline
         self.warn = warn
+        # `group_tasks`: a monitor measures the benchmark's own tasks. After set-up their
+        # cgroup in the guest is `cgroup`, or None and `cgroup_missing` says why.
+        self.group_tasks = group_tasks
+        self.cgroup_missing = ""
         self._vm: Vm | None = None
         self._kernel: Kernel | None = None
         self._disk: Path | None = None
@@ -100,6 +129,9 @@ class GuestBenchmark(Benchmark):
         for warning in self._vm.warnings:
             self.warn(warning)
         self._fingerprint = self._guest_fingerprint()
+        if self.group_tasks:
+            # Before the guest set-up: a server it starts (tbench_srv) joins too.
+            self._make_task_group()
         step = self.inner.guest_setup()
         if step is not None:
             output, status = self._run(step.argv, step.timeout_s)
@@ -157,9 +189,21 @@ class GuestBenchmark(Benchmark):
         assert self._vm is not None, "the VM boots in setup"
         return GuestFiles(self._vm, patterns)
 
-    def _run(self, argv: list[str], timeout: float | None) -> tuple[CommandOutput, int]:
+    def _make_task_group(self) -> None:
         assert self._vm is not None
-        result = run_in_guest(self._vm, argv, timeout, "in the VM")
+        result = run_in_guest(self._vm, ["/bin/sh", "-c", GUEST_TASK_GROUP, "task-group", PSI_MISSING],
+                              FACTS_TIMEOUT_S, "making the cgroup of the benchmark's tasks in the guest")
+        said = result.stdout.decode(errors="replace").strip()
+        if result.status == 0:
+            self.cgroup = Path(said)
+        else:
+            self.cgroup_missing = f"not measured: {said or tail(result.stderr.decode(errors='replace'))}"
+
+    def _run(self, argv: list[str], timeout: float | None) -> tuple[CommandOutput, int]:
+        """The benchmark's own command (its set-up's, a repetition's), in its task group."""
+        assert self._vm is not None
+        result = run_in_guest(self._vm, argv, timeout, "in the VM",
+                              None if self.cgroup is None else str(self.cgroup))
         output = CommandOutput(
             result.stdout.decode(errors="replace"),
             result.stderr.decode(errors="replace"),
@@ -202,10 +246,11 @@ class GuestBenchmark(Benchmark):
         )
 
 
-def run_in_guest(vm: Vm, argv: list[str], timeout: float | None, what: str) -> GuestResult:
+def run_in_guest(vm: Vm, argv: list[str], timeout: float | None, what: str,
+                 cgroup: str | None = None) -> GuestResult:
     """`vm.run`, a VM that died or hung on the way being the run's failure, said as `what`."""
     try:
-        return vm.run(argv, timeout)
+        return vm.run(argv, timeout, cgroup)
     except GuestFailed as exc:
         raise BenchmarkFailed(f"{what}: {exc}", exc.console_tail) from exc
 
