@@ -468,6 +468,58 @@ def test_monitors_read_the_guests_files(debian_61: kernels.Kernel, tmp_path: Pat
     assert not any(m.startswith("perf-stat.") for m in metrics)
 
 
+def busy_loops(count: int) -> str:
+    """`count` busy shells for a second, children of the benchmark's shell, killed before
+    the repetition ends. In a one-vCPU guest they all share its one CPU."""
+    start = "".join(f"(while :; do :; done) & p{i}=$!; " for i in range(count))
+    return f"{start}sleep 1; kill {' '.join(f'$p{i}' for i in range(count))}; echo 1"
+
+
+def schedstat_in_guest(db: Path, cmd: str, *extra: str) -> tuple[dict, str]:
+    proc = perfline(
+        db, "run", "command", "-p", f"cmd={cmd}", "--repeat", "2", "--warmup", "0", "--target", "qemu",
+        "--kernel", "debian-6.1", "--vm-cpus", "1", "--accel", "tcg", "--monitor", "schedstat", "--json", *extra,
+    )
+    [run] = json.loads(proc.stdout)
+    assert run["status"] == "completed", run["error"]
+    return run, proc.stderr
+
+
+@vm
+def test_schedstat_sees_the_benchmarks_own_tasks_wait_for_a_cpu_in_a_guest(
+    debian_61: kernels.Kernel, tmp_path: Path
+) -> None:
+    """The command and the loops it forks join the guest's task group at spawn: three on
+    the guest's one CPU wait most of the time (~80%, they run for 1 s of a repetition's
+    ~1.25 s), a lone one about never (~1-2% measured), whatever this host's load does to
+    the vCPU (the guest sees a preempted vCPU as its task still running)."""
+    values: dict[int, dict[str, list[float]]] = {}
+    for count in (3, 1):
+        run, _ = schedstat_in_guest(tmp_path / "db", busy_loops(count))
+        values[count] = {}
+        for sample in run["samples"]:
+            values[count].setdefault(sample["metric"], []).append(sample["value"])
+    three, lone = values[3]["schedstat.task_wait_pct"], values[1]["schedstat.task_wait_pct"]
+    assert len(three) == len(lone) == 2
+    assert min(three) > 50 and max(lone) < 20, (three, lone)
+    # The loops' CPU time is the group's: about one CPU's worth for the second they ran.
+    for count in (3, 1):
+        assert all(40 < v < 110 for v in values[count]["schedstat.task_cpu_pct"]), values[count]
+
+
+@vm
+def test_a_guest_booted_with_psi_0_says_the_task_wait_is_not_measured(
+    debian_61: kernels.Kernel, tmp_path: Path
+) -> None:
+    run, stderr = schedstat_in_guest(tmp_path / "db", busy_loops(1), "--cmdline", "psi=0")
+    reason = ("schedstat: the CPU wait of the benchmark's own tasks is not measured: the guest's cgroups "
+              "have no cpu.pressure: a kernel without CONFIG_PSI, or booted with psi=0")
+    assert [line for line in stderr.splitlines() if "monitor schedstat" in line] == [f"warning: monitor {reason}"]
+    assert run["settings"]["monitors_partial"] == [reason]
+    metrics = {s["metric"] for s in run["samples"]}
+    assert "schedstat.cpu0.wait_ms" in metrics and not any(m.startswith("schedstat.task_") for m in metrics)
+
+
 # In a one-CPU guest, each repetition: loopback pings (netdev, NET_RX), a 32 MiB file
 # kept in the initramfs's tmpfs (meminfo Shmem grows by it each repetition), 5000 new
 # files (dentry and inode slab caches), and two busy loops on the one CPU (CPU pressure).
@@ -515,7 +567,7 @@ def test_tbench_runs_client_and_server_in_the_guest(debian_61: kernels.Kernel, t
     proc = perfline(
         tmp_path / "db", "run", "tbench", "-p", "clients=2", "-p", "duration=3", "--repeat", "1", "--warmup", "0",
         "--target", "qemu", "--kernel", "debian-6.1", "--vm-cpus", "2", "--accel", "tcg", "--monitor", "netdev",
-        "--json",
+        "--monitor", "schedstat", "--json",
     )
     [run] = json.loads(proc.stdout)
     assert run["status"] == "completed", run["error"]
@@ -524,6 +576,9 @@ def test_tbench_runs_client_and_server_in_the_guest(debian_61: kernels.Kernel, t
     assert throughput > 0
     # tbench's MB are 2^20 bytes, counted one way; the loopback carries each byte out and in.
     assert summary["netdev.rx_bytes"]["mean"] > 0.5 * throughput * 2**20
+    # Client and server (started by the guest set-up) ran in the task group: TCG makes
+    # their loopback traffic CPU-bound, over a CPU's worth on the two vCPUs.
+    assert summary["schedstat.task_cpu_pct"]["mean"] > 100, summary["schedstat.task_cpu_pct"]
     assert run["fingerprint"]["target"] == "qemu"
 
 
