@@ -183,9 +183,12 @@ def test_schedstat_sees_the_benchmarks_own_tasks_wait_for_a_cpu(tmp_path: Path) 
     # other work on that CPU (this machine's other users).
     assert mean(three, "schedstat.task_wait_pct") > 80
     assert mean(lone, "schedstat.task_wait_pct") < mean(three, "schedstat.task_wait_pct") - 30
-    # Either way about one CPU's worth of their time, counted after they exited.
+    # Their CPU time is counted after they exited (a count of live tasks only would be
+    # near 0), and pinned to one CPU it is at most that CPU's worth. How much of it they
+    # got depends on the machine's other users, so the lower bound is loose: on a loaded
+    # 2-vCPU machine they got 64-69%.
     for summary in (three, lone):
-        assert 70 < mean(summary, "schedstat.task_cpu_pct") < 130
+        assert 30 < mean(summary, "schedstat.task_cpu_pct") < 110
     assert dead_task_groups() == []
 
 
