@@ -80,9 +80,8 @@ def test_bisect_finds_the_commit_that_made_it_slower(repo: tuple[Path, list[str]
     text = subprocess.run([sys.executable, "-m", "perfline", "--db", str(tmp_path / "db"), "bisect", "log"],
                           capture_output=True, text=True, check=True).stdout
     assert shas[CULPRIT][:12] in text
-    # Each probe's row says what the bisection concluded after it; the last names the culprit.
-    # The A/B reuses the samples at the two commits, so it takes probes of its own
-    # (phase "confirm") only when those are too few: at 2% noise usually none.
+    # Each probe's row says what the bisection concluded after it; the last names the culprit
+    # (the A/B's probes, phase "confirm", leave the posterior where it stood).
     probes = text.split("\nbuilds")[0]
     last_row = [line for line in probes.splitlines() if line.startswith("│")][-1]
     assert last_row.split("│")[7].strip() == shas[CULPRIT][:12]

@@ -99,13 +99,15 @@ def outcome_lines(outcome: Outcome, commits: list[Commit]) -> list[RenderableTyp
                  f"(95% CI), posterior probability {outcome.result.probability:.4f}, status {status.value}")
     if outcome.confirmation is not None:
         c = outcome.confirmation
-        lines.append(f"  A/B against its parent: {c.decision.value}, {c.change_pct:+.2f}% "
-                     f"[{c.ci_pct[0]:+.2f}, {c.ci_pct[1]:+.2f}], p={c.p_value:.2g}, {c.samples} samples")
+        lines.append(f"  A/B of fresh samples against its parent: {c.decision.value}, {c.change_pct:+.2f}% "
+                     f"[{c.ci_pct[0]:+.2f}, {c.ci_pct[1]:+.2f}], p={c.p_value:.2g} (over its looks), "
+                     f"{c.samples} samples")
     if status is BisectionStatus.UNCONFIRMED:
         parent = commits[outcome.result.parent].sha[:12]
-        lines.append(f"  [yellow]not confirmed:[/yellow] the model is sure, but this commit's own samples do "
+        lines.append(f"  [yellow]not confirmed:[/yellow] the model is sure, but fresh samples of this commit do "
                      f"not differ from its parent's; check with `perfline ab` on {parent} and {culprit.sha[:12]} "
-                     "before acting on it (a machine whose speed drifted does this)")
+                     "before acting on it (a wrong culprit, e.g. after the machine drifted, or a step small "
+                     "against the noise)")
     elif status is BisectionStatus.BUDGET:
         lines.append(f"  [yellow]budget spent:[/yellow] the best guess after {document['runs']} runs; "
                      f"`perfline bisect status {outcome.record.id}` lists the most probable commits")
