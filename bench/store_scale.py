@@ -90,6 +90,13 @@ def cli_times(db: str, *args: str) -> tuple[float, float]:
     return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
+def cli_rows(db: str, what: str, target: float | None, *args: str) -> None:
+    """The best wall time of 3, and that run's CPU time."""
+    wall, cpu = min(cli_times(db, *args) for _ in range(3))
+    row(what, wall, target, "s")
+    row("    its CPU time (user + sys)", cpu, None, "s")
+
+
 def row(what: str, value: float, target: float | None, unit: str) -> None:
     verdict = "" if target is None else f"target < {target:g} {unit}  {'ok' if value < target else 'MISSED'}"
     print(f"  {what:<52} {value:9.2f} {unit:<3} {verdict}")
@@ -115,10 +122,9 @@ def measure(url: str, samples: int) -> None:
             compare_sides(sides, store)
 
     row(f"compare A vs B, in-process ({per_case // 2 * CASES:,} runs a side)", best(compare, 2), 2, "s")
-    wall, cpu = min(cli_times(url, "compare", "--label", "A", "--label", "B", "--json") for _ in range(3))
-    row("  the same, `perfline compare --label A --label B --json`", wall, 2, "s")
-    row("    its CPU time (user + sys)", cpu, None, "s")
-    row("  of which start-up (`perfline version`: Python, imports)", cli(url, "version"), None, "s")
+    cli_rows(url, "  the same, `perfline compare --label A --label B --json`", 2,
+             "compare", "--label", "A", "--label", "B", "--json")
+    cli_rows(url, "  of which start-up (`perfline version`: Python, imports)", None, "version")
     row(f"detect over every series ({METRICS * CASES} series)", cli(url, "detect", "--json"), 60, "s")
 
 
