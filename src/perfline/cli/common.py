@@ -69,8 +69,8 @@ def running(
     store: Store, cases: list[Case], label: str | None, kernel_commit: str | None
 ) -> Iterator[RunContext]:
     """Progress on stderr, SIGTERM as Ctrl-C, and exit code 130 after an interruption."""
-    # Imported here: the runner and its targets are a tenth of a second of start-up
-    # that the commands which only read the store do not need.
+    # Imported here: the runner and its targets are slow to import, and the commands
+    # which only read the store (compare, history, show) do not need them.
     from perfline.cli.progress import ProgressObserver
     from perfline.runner import RunContext, terminate_as_interrupt
 
