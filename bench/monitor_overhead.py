@@ -1,6 +1,6 @@
 """What the monitors cost the benchmark they watch: interleaved A/B, no monitors vs some.
 
-    .venv/bin/python bench/monitor_overhead.py [--pairs 20] [--quick]
+    .venv/bin/python bench/monitor_overhead.py [--pairs 20] [--quick] [--benchmark NAME] [--default-only]
 
 For sched-pipe (pinned to CPU 0) and tbench, `perfline ab`'s own loop (runner.
 execute_interleaved, ABBA pairs) measures the benchmark without monitors (A) against the
@@ -85,6 +85,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="4 pairs, sched-pipe only: a smoke run")
+    parser.add_argument("--benchmark", choices=("sched-pipe", "tbench"),
+                        help="only this benchmark (to narrow one row's interval with more pairs)")
+    parser.add_argument("--default-only", action="store_true",
+                        help="only the default monitors against none")
     parser.add_argument("--each", action="store_true",
                         help="sched-pipe only, one row per monitor: which one costs what")
     args = parser.parse_args()
@@ -93,6 +97,11 @@ def main() -> None:
     benchmarks = [("sched-pipe", {"loops": 20000}, "sched-pipe.usecs_per_op", {"pin": {"pin": "0"}})]
     if not args.quick:
         benchmarks.append(("tbench", {"clients": 2, "duration": 3}, "tbench.throughput", {}))
+    if args.benchmark:
+        benchmarks = [b for b in benchmarks if b[0] == args.benchmark]
+    sets = [("default", DEFAULT_MONITORS)]
+    if not args.default_only:
+        sets.append(("every monitor", everything))
     with tempfile.TemporaryDirectory() as scratch:
         store = Store.open(f"sqlite:///{Path(scratch) / 'overhead.db'}")
         print(f"{pairs} interleaved pairs each; no monitors vs the monitors named")
@@ -103,7 +112,7 @@ def main() -> None:
                 print(f"  {benchmark:<11} {name:<14} {line}")
             return
         for benchmark, params, metric, tunables in benchmarks:
-            for label, monitors in (("default", DEFAULT_MONITORS), ("every monitor", everything)):
+            for label, monitors in sets:
                 line = overhead(store, benchmark, params, metric, monitors, pairs, tunables)
                 print(f"  {benchmark:<11} {label:<14} {line}")
         print(f"every monitor here: {', '.join(everything)}")
