@@ -75,7 +75,9 @@ def test_track_narrows_the_regression_to_its_commit_and_tests_only_new_commits(p
     assert all(n == 1 for n in runs_per_commit(project).values())
 
     listed = json.loads(perfline(project, "regressions", "--json").stdout)
-    [regression] = [r for r in listed if r["kind"] == "regression"]
+    found = [r for r in listed if r["kind"] == "regression"]
+    assert len(found) == 1, (listed, first.stdout[-4000:], first.stderr[-2000:])
+    [regression] = found
     assert (regression["good"], regression["bad"]) == (commits[39], commits[47])
     assert regression["status"] == "bisected"
     assert regression["culprit"] == commits[CULPRIT]
