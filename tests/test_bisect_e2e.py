@@ -256,7 +256,7 @@ def test_a_command_not_found_in_the_worktree_says_where_and_fails_the_bisection(
     assert proc.returncode == 1
     error = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(error) == 1, proc.stderr
-    tree = Path(os.environ.get("PERFLINE_CACHE_DIR", tmp_path / "cache")) / "bisect"
+    tree = Path(os.environ.get("PERFLINE_CACHE_DIR", tmp_path / "cache")) / "worktrees"
     assert "bisection 1 failed" in error[0] and "exited with status 127" in error[0]
     assert f"{tree}/" in error[0] and "$PWD/bench.sh" in error[0] and "$PERFLINE_TREE" in error[0]
     with sqlite3.connect(db) as connection:

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from perfline.bisect.bisection import Bisection, BisectResult
 from perfline.bisect.confirm import Confirmation, Decision
-from perfline.bisect.worktree import Builder
+from perfline.builds.worktree import Builder
 from perfline.git import Commit
 from perfline.records.metric import Direction
 from perfline.store import Store

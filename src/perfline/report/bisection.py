@@ -12,9 +12,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from perfline.bisect import kernel
 from perfline.bisect.bisection import Bisection
 from perfline.bisect.driver import Outcome, trace
+from perfline.builds import kernel
 from perfline.git import Commit
 from perfline.records.status import BisectionStatus
 from perfline.store import Store

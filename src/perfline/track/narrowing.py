@@ -17,7 +17,7 @@ from perfline.analysis.regressions import CannotConfirm, Reproduction, confirm, 
 from perfline.bisect import session
 from perfline.bisect.driver import Progress
 from perfline.bisect.session import BisectionFailed, StartRequest
-from perfline.bisect.worktree import Builder, cache_dir
+from perfline.builds.worktree import Builder, cache_dir
 from perfline.git import commit_info
 from perfline.jobs import expand
 from perfline.monitors import MONITORS, MonitorUnavailable

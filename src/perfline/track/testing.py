@@ -8,22 +8,19 @@ again, and never a second run of a finished case.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
 from perfline import git
-from perfline.bisect import kernel
-from perfline.bisect.measure import SETTLE_AFTER_BUILD_S
-from perfline.bisect.worktree import Builder
+from perfline.builds import kernel
+from perfline.builds.worktree import Builder
 from perfline.jobs import expand
 from perfline.records.job import Case
 from perfline.records.status import RunStatus
 from perfline.runner import RunContext, execute
 from perfline.store import Store
-from perfline.system.disturbances import wait_for_quiet
 from perfline.track.budget import Budget
 from perfline.track.machines import Measuring
 from perfline.track.selection import selected
@@ -101,8 +98,7 @@ def test_commit(spec: TrackerSpec, commit: git.Commit, store: Store, builder: Bu
             continue
         if budget.left() == 0:
             return Tested(commit, runs, False, "budget spent for today")
-        if builder.last_built_at is not None and time.monotonic() - builder.last_built_at < SETTLE_AFTER_BUILD_S:
-            wait_for_quiet()  # what the build left running must not be measured with the first run
+        builder.settle()
         runs += 1
         outcome = execute(on_commit(case), here)
         if outcome.status != RunStatus.COMPLETED:
