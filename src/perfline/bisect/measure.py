@@ -91,10 +91,10 @@ def measurement(store: Store, record: BisectionRecord, case: Case, builder: Buil
         builder.settle()
         outcome = execute(here, replace(ctx, kernel_commit=commit.sha, tree=tree))
         if outcome.status != RunStatus.COMPLETED:
-            raise MeasureFailed(_why(outcome, spec.command, tree))
+            raise MeasureFailed(_why(outcome, spec.command, tree), outcome.run_id)
         values = [s.value for s in store.get_run(outcome.run_id).samples if s.metric.name == spec.metric]
         if not values:
-            raise MeasureFailed(f"run {outcome.run_id} has no samples of {spec.metric}")
+            raise MeasureFailed(f"run {outcome.run_id} has no samples of {spec.metric}", outcome.run_id)
         return float(np.mean(values)), outcome.run_id
 
     yield measure

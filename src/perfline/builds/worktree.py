@@ -38,6 +38,7 @@ from perfline import git
 from perfline.system.disturbances import wait_for_quiet
 from perfline.system.files import locked, write_durably
 from perfline.system.process import tail
+from perfline.targets import kernels
 
 BUILD_TIMEOUT_S = 3 * 3600.0
 COMPLETE = ".perfline-worktree-complete"
@@ -55,12 +56,8 @@ class Build:
 
 
 def cache_dir() -> Path:
-    """Where commits are checked out and built (and a URL tracker's clone is kept)."""
-    configured = os.environ.get("PERFLINE_CACHE_DIR")
-    base = Path(configured) if configured else Path(
-        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    ) / "perfline"
-    return base / "worktrees"
+    """Where commits are checked out and built, under perfline's cache."""
+    return kernels.cache_dir() / "worktrees"
 
 
 class Builder:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
-from sqlalchemy import CursorResult, Engine, delete, func, select, text, update
+from sqlalchemy import ColumnElement, CursorResult, Engine, delete, func, select, text, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -128,6 +128,15 @@ class RunValues:
 
 
 @dataclass(frozen=True)
+class Suspect:
+    """A commit a regression may be in, when its bisection ended on a range."""
+
+    sha: str
+    subject: str
+    why: str  # "measured bad", "did not build", "the benchmark failed on two builds"
+
+
+@dataclass(frozen=True)
 class Regression:
     id: int
     metric: str
@@ -152,6 +161,8 @@ class Regression:
     bisection_id: int | None = None
     culprit: str | None = None
     culprit_subject: str | None = None
+    # A range instead of one culprit (a commit next to the change could not be tested).
+    culprits: tuple[Suspect, ...] = ()
     # Triage by people (the dashboard): Perfherder's states, an owner, a due date.
     triage: str = "untriaged"
     owner: str | None = None
@@ -409,15 +420,25 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
     def completed_cases(self, label: str, machine_ids: Collection[str]) -> dict[str, set[tuple[str, str]]]:
         """Per kernel commit: the (benchmark, case key) of every completed run with this
         label on these machines, interleaved re-runs left out (a tracker's tested commits)."""
+        done = self._cases_by_commit(label, machine_ids, RunStatus.COMPLETED, _HAS_SAMPLES)
+        return {commit: set(found) for commit, found in done.items()}
+
+    def failed_cases(self, label: str, machine_ids: Collection[str]) -> dict[str, Counter[tuple[str, str]]]:
+        """Per kernel commit: how many runs of each (benchmark, case key) with this label
+        on these machines failed (a killed run is interrupted, not failed)."""
+        return self._cases_by_commit(label, machine_ids, RunStatus.FAILED)
+
+    def _cases_by_commit(self, label: str, machine_ids: Collection[str], status: RunStatus,
+                         *where: ColumnElement[bool]) -> dict[str, Counter[tuple[str, str]]]:
         query = (select(RunRow.kernel_commit, RunRow.benchmark, RunRow.case_key, RunRow.settings)
                  .where(RunRow.label == label, RunRow.machine_id.in_(list(machine_ids)),
-                        RunRow.status == RunStatus.COMPLETED, RunRow.kernel_commit.is_not(None), _HAS_SAMPLES))
-        done: dict[str, set[tuple[str, str]]] = defaultdict(set)
+                        RunRow.status == status, RunRow.kernel_commit.is_not(None), *where))
+        found: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)
         with self._session() as session:
             for commit, benchmark, case_key, settings in session.execute(query):
                 if not (settings or {}).get("interleaved"):
-                    done[commit].add((benchmark, case_key))
-        return dict(done)
+                    found[commit][(benchmark, case_key)] += 1
+        return dict(found)
 
     def runs_started(self, labels: Collection[str], since: datetime) -> tuple[int, datetime | None]:
         """How many runs with one of these labels started at or after `since`, and when
@@ -628,8 +649,10 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
             return _regression(row)
 
     def set_regression_narrowing(self, regression_id: int, *, bisection_id: int | None = None,
-                                 culprit: str | None = None, culprit_subject: str | None = None) -> Regression:
-        """Link the bisection that narrows a tracker's regression, then its culprit."""
+                                 culprit: str | None = None, culprit_subject: str | None = None,
+                                 culprits: Sequence[Suspect] = ()) -> Regression:
+        """Link the bisection that narrows a tracker's regression, then its culprit, or
+        the range of commits it may be in (culprits; the culprit is then cleared)."""
         with self._session.begin() as session:
             row = session.get(RegressionRow, regression_id)
             if row is None:
@@ -637,7 +660,10 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
             if bisection_id is not None:
                 row.bisection_id = bisection_id
             if culprit is not None:
-                row.culprit, row.culprit_subject = culprit, culprit_subject
+                row.culprit, row.culprit_subject, row.culprits = culprit, culprit_subject, None
+            if culprits:
+                row.culprit, row.culprit_subject = None, None
+                row.culprits = [{"sha": c.sha, "subject": c.subject, "why": c.why} for c in culprits]
             row.updated_at = _now()
             session.flush()
             return _regression(row)
@@ -721,6 +747,7 @@ def _regression(row: RegressionRow) -> Regression:
         bisection_id=row.bisection_id,
         culprit=row.culprit,
         culprit_subject=row.culprit_subject,
+        culprits=tuple(Suspect(c["sha"], c["subject"], c["why"]) for c in row.culprits or ()),
         triage=row.triage or "untriaged",
         owner=row.owner,
         due=row.due,
