@@ -48,7 +48,7 @@ def start_args(repo: Path, shas: list[str], db: Path, pace: str = "off") -> list
     guard is off: this host's speed wanders by tens of percent for minutes at a time,
     and the guard would stop every bisection. The guard's tests script the pace."""
     return [sys.executable, "-m", "perfline", "--db", str(db), "bisect", "start", "--repo", str(repo),
-            "--good", shas[0], "--bad", shas[-1], "--build", "cc -O1 -o bench bench.c",
+            "--good", shas[0], "--bad", shas[-1], "--build", "cc -O1 -o bench bench.c -lm",
             "--command", "./bench", "--direction", "lower", "--max-runs", "150", "--json",
             "--pace-tolerance", pace]
 
@@ -157,7 +157,7 @@ def test_stored_runs_at_the_endpoints_are_the_bisections_history(
                         "--no-monitors", "--kernel-commit", named],
                        env={**os.environ, "PERFLINE_TREE": str(tree)}, capture_output=True, check=True, timeout=300)
     proc = subprocess.run([sys.executable, "-m", "perfline", "--db", str(db), "bisect", "start", "--repo", str(path),
-                           "--good", shas[0], "--bad", shas[-1], "--build", "cc -O1 -o bench bench.c",
+                           "--good", shas[0], "--bad", shas[-1], "--build", "cc -O1 -o bench bench.c -lm",
                            "--job", str(job), "--metric", "command.value", "--max-runs", "150", "--json",
                            "--pace-tolerance", "off"],
                           capture_output=True, text=True, timeout=600)

@@ -23,7 +23,7 @@ from perfline.stats.profile_diff import mean_shares
 from perfline.store import migrate
 from perfline.store.bisections import BisectionQueries
 from perfline.store.dashboard import DashboardQueries
-from perfline.store.engine import Sessions, StoreUnavailable, aware, connect, resolve_url, updated
+from perfline.store.engine import Sessions, StoreUnavailable, aware, by_id, connect, resolve_url, storable_ids, updated
 from perfline.store.fleet import TAKEN_BACK, FleetQueries
 from perfline.store.imports import ImportQueries
 from perfline.store.outbox import OutboxQueries
@@ -55,6 +55,8 @@ class RunNotFound(UserError, LookupError):
 
 # The kernel a qemu run booted is in its settings (targets.guest), not a column of its own.
 _VM_KERNEL = RunRow.settings["vm_kernel"].as_string()
+# A LIMIT the drivers bind (64-bit): "all of them" for any store.
+_MAX_LIMIT = 2**62
 _HAS_SAMPLES = select(SampleRow.id).where(SampleRow.run_id == RunRow.id).exists()
 
 
@@ -388,7 +390,7 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
                 select(RunRow, func.coalesce(counts.c.n, 0))
                 .outerjoin(counts, counts.c.run_id == RunRow.id)
                 .order_by(RunRow.started_at.desc(), RunRow.id.desc())
-                .limit(limit)
+                .limit(min(limit, _MAX_LIMIT))
             ).all()
             return [_info(run, n) for run, n in rows]
 
@@ -469,7 +471,7 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
 
     def run_cases(self, run_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
         """Each run's benchmark and case key, in one query."""
-        query = select(RunRow.id, RunRow.benchmark, RunRow.case_key).where(RunRow.id.in_(list(run_ids)))
+        query = select(RunRow.id, RunRow.benchmark, RunRow.case_key).where(RunRow.id.in_(storable_ids(run_ids)))
         with self._session() as session:
             return {run_id: (benchmark, case_key) for run_id, benchmark, case_key in session.execute(query)}
 
@@ -477,7 +479,7 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
         """Several runs in the order given, in three queries, and their samples as
         columns: a side of a comparison by label may hold thousands of runs."""
         with self._session() as session:
-            rows = {run.id: run for run in session.scalars(select(RunRow).where(RunRow.id.in_(list(run_ids))))}
+            rows = {run.id: run for run in session.scalars(select(RunRow).where(RunRow.id.in_(storable_ids(run_ids))))}
             missing = [i for i in run_ids if i not in rows]
             if missing:
                 raise RunNotFound(f"no run with id {missing[0]} (see `perfline runs`)")
@@ -632,14 +634,14 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
 
     def get_regression(self, regression_id: int) -> Regression:
         with self._session() as session:
-            row = session.get(RegressionRow, regression_id)
+            row = by_id(session, RegressionRow, regression_id)
             if row is None:
                 raise RunNotFound(f"no regression with id {regression_id} (see `perfline regressions`)")
             return _regression(row)
 
     def set_regression_status(self, regression_id: int, status: str, note: str | None) -> Regression:
         with self._session.begin() as session:
-            row = session.get(RegressionRow, regression_id)
+            row = by_id(session, RegressionRow, regression_id)
             if row is None:
                 raise RunNotFound(f"no regression with id {regression_id} (see `perfline regressions`)")
             row.status, row.updated_at = status, _now()
@@ -654,7 +656,7 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
         """Link the bisection that narrows a tracker's regression, then its culprit, or
         the range of commits it may be in (culprits; the culprit is then cleared)."""
         with self._session.begin() as session:
-            row = session.get(RegressionRow, regression_id)
+            row = by_id(session, RegressionRow, regression_id)
             if row is None:
                 raise RunNotFound(f"no regression with id {regression_id} (see `perfline regressions`)")
             if bisection_id is not None:
@@ -674,7 +676,7 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
             return row.content if row else None
 
     def _run(self, session: Session, run_id: int) -> RunRow:
-        run = session.get(RunRow, run_id)
+        run = by_id(session, RunRow, run_id)
         if run is None:
             raise RunNotFound(f"no run with id {run_id} (see `perfline runs`)")
         return run
