@@ -402,6 +402,7 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
         vm_kernel: str | None = None,
         benchmark: str | None = None,
         with_samples: bool = True,
+        status: RunStatus | None = None,
     ) -> list[int]:
         """Ids of runs matching every given filter, oldest first. `vm_kernel`: the
         registered kernel the run's VM booted (target qemu)."""
@@ -416,6 +417,8 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
             query = query.where(RunRow.benchmark == benchmark)
         if with_samples:
             query = query.where(_HAS_SAMPLES)
+        if status is not None:
+            query = query.where(RunRow.status == status)
         with self._session() as session:
             return list(session.scalars(query))
 

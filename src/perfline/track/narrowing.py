@@ -22,7 +22,7 @@ from perfline.git import commit_info
 from perfline.jobs import expand
 from perfline.monitors import MONITORS, MonitorUnavailable
 from perfline.records.job import Case
-from perfline.records.status import BisectionStatus, RegressionStatus
+from perfline.records.status import BisectionStatus, RegressionStatus, RunStatus
 from perfline.runner import RunContext, execute_interleaved
 from perfline.stats.sequential import SequentialPlan
 from perfline.store import Regression, Store, Suspect
@@ -59,7 +59,7 @@ def narrow(store: Store, spec: TrackerSpec, regression: Regression, repo: Path, 
         regression = _bisect(store, spec, regression, repo, budget, progress, notify, pace_tolerance, queue)
     # A range has no one commit to profile against its parent.
     if (regression.status == RegressionStatus.BISECTED and regression.culprit is not None and queue is None
-            and not store.find_runs(label=why_label(regression.id))):
+            and not store.find_runs(label=why_label(regression.id), status=RunStatus.COMPLETED)):
         _explain(store, spec, regression, repo, builder, ctx, budget, notify)
     return regression
 
