@@ -152,7 +152,7 @@ def test_stored_runs_at_the_endpoints_are_the_bisections_history(
         tree.mkdir()
         archive = subprocess.run(["git", "-C", str(path), "archive", sha], capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-        subprocess.run(["cc", "-O1", "-o", "bench", "bench.c"], cwd=tree, check=True)
+        subprocess.run(["cc", "-O1", "-o", "bench", "bench.c", "-lm"], cwd=tree, check=True)
         subprocess.run([sys.executable, "-m", "perfline", "--db", str(db), "run", str(job), "--repeat", "5",
                         "--no-monitors", "--kernel-commit", named],
                        env={**os.environ, "PERFLINE_TREE": str(tree)}, capture_output=True, check=True, timeout=300)
