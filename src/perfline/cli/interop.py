@@ -30,7 +30,10 @@ def import_(
     as_json: Annotated[bool, typer.Option("--json", help='Print {"format", "runs", "samples", "skipped"}.')] = False,
 ) -> None:
     """Import other tools' results: they become runs like measured ones (history, detect,
-    compare, track, the dashboard), marked with their source file."""
+    compare, track, the dashboard), marked with their source file.
+
+    Example: perfline import results.csv --format otava --label nightly
+    """
     from perfline.interop.importing import plan
 
     directions = {}
@@ -74,7 +77,10 @@ def export(
                    ] = "perfline",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
 ) -> None:
-    """Export runs: perfline's JSON re-imports to the same store; CSV, BMF and Otava for other tools."""
+    """Export runs: perfline's JSON re-imports to the same store; CSV, BMF and Otava for other tools.
+
+    Example: perfline export --label v6.7 --format csv -o v6.7.csv
+    """
     from perfline.interop.exporting import FORMATS
     from perfline.interop.exporting import export as render
 
