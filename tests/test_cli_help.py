@@ -61,6 +61,8 @@ def test_flags_are_shown_without_a_type(args: tuple[str, ...]) -> None:
     text = _help(*args)
     assert "--help" in text
     assert "<bool>" not in text
+    # A flag that is off unless given has no --no- twin to read past.
+    assert "--no-dry-run" not in text and "--no-force" not in text
     # An option that takes a value still shows its type.
     assert "<str>" in text or "<path>" in text or "<int>" in text or args == ()
 

@@ -139,10 +139,10 @@ def test_otava_attribute_columns_split_the_series(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("columns", "message"), [
-    (OtavaColumns(metrics=("branch",)), "'branch' is 'main', not a number (--attributes branch reads the column as an "
-                                        "attribute)"),
-    (OtavaColumns(metrics=("metric3",)), "--metrics names 'metric3', not a column (the header has time, commit, "
-                                         "branch, metric1, metric2)"),
+    (OtavaColumns(metrics=("branch",)), ("'branch' is 'main', not a number (--attributes branch reads the column as "
+                                         "an attribute)")),
+    (OtavaColumns(metrics=("metric3",)), ("--metrics names 'metric3', not a column (the header has time, commit, "
+                                          "branch, metric1, metric2)")),
     (OtavaColumns(metrics=("metric1",), attributes=("metric1",)), "metric1: given to both --metrics and --attributes"),
     (OtavaColumns(attributes=("time",)), "--attributes names 'time': the time column is each run's time"),
 ])

@@ -34,8 +34,8 @@ def import_(
     attributes: Annotated[str | None, typer.Option(
         "--attributes", metavar="COL,...", help="Otava CSV: these columns are attributes, each value its own series "
                                                 "(default: every other column but time and commit).")] = None,
-    dry_run: Annotated[bool, typer.Option(help="Say what would be stored; store nothing.")] = False,
-    force: Annotated[bool, typer.Option(help="Import a file imported before once more.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be stored; store nothing.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Import a file imported before once more.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help='Print {"format", "runs", "samples", "skipped"}.')] = False,
 ) -> None:
     """Import other tools' results: they become runs like measured ones (history, detect,

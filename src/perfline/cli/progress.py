@@ -139,12 +139,12 @@ class ProgressObserver:
 
     def run_finished(self, outcome: RunOutcome) -> None:
         with self._lock:
-            run = self._runs.pop(outcome.run_id)
-            planned = outcome.case.warmup + outcome.case.repeat
-            self._steps_left -= max(planned - run.steps, 0)
+            run = self._runs.pop(outcome.run_id, None)
+            unused = max(outcome.case.warmup + outcome.case.repeat - (run.steps if run else 0), 0)
+            self._steps_left -= unused
         if outcome.status != RunStatus.COMPLETED:
             # A failed run will not take its remaining steps: keep the ETA honest.
-            self._progress.update(self._task, advance=max(planned - run.steps, 0))
+            self._progress.update(self._task, advance=unused)
             self._progress.console.print(
                 f"[red]run {outcome.run_id} {outcome.status}[/red]: {escape(outcome.error or '')}",
                 highlight=False,
