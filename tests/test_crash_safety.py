@@ -344,7 +344,7 @@ def test_an_event_left_on_is_in_the_fingerprint_compare_and_doctor(
     assert "this run may be disturbed: tracing: trace event(s) enabled: sched:sched_switch" in traced.stderr
     [run] = json.loads(traced.stdout)
     assert doctor.returncode == 1
-    [event] = [d for d in json.loads(doctor.stdout) if d["what"] == "tracing"]
+    [event] = [d for d in json.loads(doctor.stdout)["disturbances"] if d["what"] == "tracing"]
     assert "sched:sched_switch" in event["detail"] and str(ENABLE) in event["fix"]
 
     assert quiet.returncode == 0 and "trace event" not in quiet.stderr
@@ -370,7 +370,7 @@ def test_doctor_names_a_cpu_hog_left_behind(tmp_path: Path) -> None:
         hog.kill()
         hog.wait()
     assert proc.returncode == 1
-    found = json.loads(proc.stdout)
+    found = json.loads(proc.stdout)["disturbances"]
     [hogs] = [d for d in found if d["what"] == "CPU hogs"]
     assert str(hog.pid) in hogs["detail"] and f"kill {hog.pid}" in hogs["fix"]
     assert any(d["what"] == "busy CPU" for d in found)  # the hog kept a CPU busy

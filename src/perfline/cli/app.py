@@ -42,6 +42,7 @@ from perfline.cli.migration import migration_cost
 from perfline.cli.report import report_app
 from perfline.cli.serve import serve
 from perfline.cli.track import track_app
+from perfline.cli.tune import tune
 from perfline.records.job import COMMAND_LINE, ParamValue
 from perfline.records.metric import Direction, Metric
 from perfline.records.status import RunStatus
@@ -92,6 +93,8 @@ CmdlineOption = Annotated[str | None, typer.Option(help="qemu: extra kernel para
 VmCpusOption = Annotated[int | None, typer.Option(help="qemu: virtual CPUs (default 2).")]
 VmMemoryOption = Annotated[int | None, typer.Option(help="qemu: memory in MiB (default 1024).")]
 AccelOption = Annotated[str | None, typer.Option(help="qemu: auto, kvm or tcg (default auto).")]
+TuneOption = Annotated[bool, typer.Option("--tune", help="Tune the machine around the run and reset it after "
+                                                         "(perfline tune; the benchmark CPUs: --pin, else isolcpus).")]
 
 
 @app.command()
@@ -188,6 +191,7 @@ def run(
     vm_cpus: VmCpusOption = None,
     vm_memory: VmMemoryOption = None,
     accel: AccelOption = None,
+    tune: TuneOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
 ) -> None:
     """Run a job file or a single benchmark; every sample is stored as it is taken.
@@ -200,7 +204,7 @@ def run(
 
     request = CommandLineJob(what, param or [], monitor, no_monitors, repeat, precision, max_repeat, warmup,
                              sysctl or [], sysfs or [], governor, pin, load,
-                             Target(target, kernel, cmdline, vm_cpus, vm_memory, accel))
+                             Target(target, kernel, cmdline, vm_cpus, vm_memory, accel), tune)
     job, given = build_job(request)
     cases = expand(job)
     if job.target == "local":
@@ -424,6 +428,7 @@ def ab(
     alpha: AlphaOption = DEFAULT_ALPHA,
     floor: FloorOption = DEFAULT_FLOOR_PCT,
     metric_floor: MetricFloorOption = None,
+    tune: TuneOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Interleaved A/B: run two configurations alternately (A B A B …) and compare them."""
@@ -431,7 +436,7 @@ def ab(
     from perfline.runner import execute_interleaved
 
     request = CommandLineJob(what, param or [], monitor, no_monitors, warmup=warmup,
-                             target=Target(target, kernel, cmdline, vm_cpus, vm_memory, accel))
+                             target=Target(target, kernel, cmdline, vm_cpus, vm_memory, accel), tune=tune)
     plan = _sequential_plan(pairs, max_pairs, alpha)
     most = plan.looks[-1] if plan else int(pairs)
     case_a, case_b = build_ab(request, a, b, most)
@@ -480,6 +485,7 @@ def _sequential_plan(pairs: str, max_pairs: int, alpha: float) -> SequentialPlan
 
 app.command()(history)
 app.command()(doctor)
+app.command()(tune)
 app.command()(serve)
 app.command("import")(import_)
 app.command()(export)
