@@ -218,6 +218,7 @@ def _irqs(cpus: set[int], places: Places) -> Item:
     target = format_cpu_list(rest)
     lines = sorted((places.proc / "irq").glob("*/smp_affinity_list"), key=lambda p: int(p.parent.name))
     changes = [(path, target) for path in lines if parse_cpu_list(read_or_empty(path)) & cpus]
+    on_them = len(changes)
     default = places.proc / "irq/default_smp_affinity"
     mask = f"{sum(1 << cpu for cpu in rest):x}"
     if default.exists() and int(read_or_empty(default).replace(",", "") or "0", 16) & sum(1 << c for c in cpus):
@@ -225,7 +226,7 @@ def _irqs(cpus: set[int], places: Places) -> Item:
     item = _item("irq affinity", changes, f"interrupts on CPUs {target}, off the benchmark's {format_cpu_list(cpus)}")
     # Some lines refuse (a managed interrupt: a virtio-blk queue here), so the count,
     # not the state alone, tells a tuned machine from an untuned one.
-    return replace(item, reading=f"{len(changes)} of {len(lines)} interrupt lines may run on CPUs {format_cpu_list(cpus)}")
+    return replace(item, reading=f"{on_them} of {len(lines)} interrupt lines may run on CPUs {format_cpu_list(cpus)}")
 
 
 def _irqbalance(places: Places) -> Item:
