@@ -43,6 +43,7 @@ def judge_history(store: Store, spec: TrackerSpec, tracked: list[Series], notify
     """Open or update a record for every significant change beyond the floor: between
     neighbouring tested commits, and at every change point of a long enough series."""
     from perfline.stats.changepoint import ChangePoint  # scipy: only when judging
+    from perfline.stats.counted import compare_counted, counted_floor, history_noise
     from perfline.stats.two_sample import IMPROVEMENT, REGRESSION, compare
 
     found: list[Found] = []
@@ -50,17 +51,24 @@ def judge_history(store: Store, spec: TrackerSpec, tracked: list[Series], notify
         if series.order != "commit" or series.metric.direction is Direction.NEUTRAL:
             continue
         changes: list[ChangePoint] = []
+        # A count's noise is learnt from its history too (stats.counted), so one run a
+        # commit decides; its floor is at most counted_floor.
+        counted = series.metric.counted
+        floor = counted_floor(spec.floor_pct) if counted else spec.floor_pct
+        noise = history_noise([float(np.mean(p.values)) for p in series.points]) if counted else None
         for index in range(1, len(series.points)):
             before, after = series.points[index - 1], series.points[index]
-            c = compare(before.values, after.values, series.metric, floor_pct=spec.floor_pct,
-                        base_runs=_labels(before), other_runs=_labels(after))
+            c = (compare_counted(before.values, after.values, series.metric, floor_pct=floor, history_noise_pct=noise)
+                 if counted else
+                 compare(before.values, after.values, series.metric, floor_pct=spec.floor_pct,
+                         base_runs=_labels(before), other_runs=_labels(after)))
             if c.verdict in (REGRESSION, IMPROVEMENT):
                 changes.append(ChangePoint(index, c.change_pct, c.ci_pct, -math.log10(max(c.p_value, 1e-300)),
                                            c.p_value))
         if len(series.points) >= _DETECT_MIN_POINTS:
             known = {c.index for c in changes}
             changes += [c for c in series.change_points() if c.index not in known
-                        and abs(c.change_pct) > spec.floor_pct]
+                        and abs(c.change_pct) > floor]
         claimed: list[int] = []
         for change in sorted(changes, key=lambda c: c.index):
             good, bad = (series.points[change.index + k].runs[0].kernel_commit for k in (-1, 0))

@@ -264,7 +264,9 @@ class _Reader:
                 spec = job_from_node(self.path, self.text, item, name)
                 jobs.append(TrackedJob(spec, None, yaml.serialize(item)))
             repeat = jobs[-1].spec.repeat
-            if jobs[-1].spec.precision_pct is None and repeat < MIN_SAMPLES:
+            # A count repeats exactly: its noise is measured from the history (stats.counted).
+            counted = jobs[-1].spec.benchmark == "command" and "count" in jobs[-1].spec.params
+            if jobs[-1].spec.precision_pct is None and repeat < MIN_SAMPLES and not counted:
                 raise self.error(item, f"repeat {repeat}: a tested commit is compared with the one before it, "
                                        f"which needs {MIN_SAMPLES} repetitions a commit; set repeat: {MIN_SAMPLES} "
                                        "or more in this job")
