@@ -11,9 +11,10 @@ throw away what makes counts useful: one run a side decides a small step. Instea
   commits' values (`history_noise`: most neighbours share their count, so the median
   neighbour difference is the noise even when a few steps are real). With neither, it
   is not known and the comparison falls back to `two_sample.compare`.
-- The change is decided when it is beyond the floor and beyond `Z` standard errors of
-  that noise (a z test, since the noise is known from more than the two sides); where
-  the noise is 0, any change beyond the floor is decided, with one value a side.
+- The change is decided when it is beyond the floor and its test passes: a t test on
+  the log ratio with that noise (the repetitions' degrees of freedom; a history's noise
+  is taken as known); where the noise is 0, any change beyond the floor is decided,
+  with one value a side.
 - `no change` when the interval lies inside ±floor, as for timed metrics.
 
 Counts from different counters are different metrics (benchmarks.counting names the
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import ndtr, ndtri
+from scipy.special import stdtr, stdtrit
 
 from perfline.records.metric import Metric
 from perfline.stats.summary import summarize
@@ -55,12 +56,18 @@ def counted_floor(floor_pct: float) -> float:
 def noise_pct(values: Sequence[NDArray[np.float64]]) -> float | None:
     """The relative standard deviation of one value, pooled over groups that each
     measured the same thing (a side's repetitions); None when no group has two."""
+    found = _pooled(values)
+    return None if found is None else found[0]
+
+
+def _pooled(values: Sequence[NDArray[np.float64]]) -> tuple[float, int] | None:
+    """(relative sd in %, its degrees of freedom) of groups' repetitions."""
     squares, df = 0.0, 0
     for group in values:
         if len(group) >= 2 and (mean := float(np.mean(group))) > 0:
             squares += float(np.sum((np.asarray(group) / mean - 1) ** 2))
             df += len(group) - 1
-    return 100 * math.sqrt(squares / df) if df else None
+    return (100 * math.sqrt(squares / df), df) if df else None
 
 
 def history_noise(levels: Sequence[float]) -> float | None:
@@ -88,15 +95,19 @@ def compare_counted(
 ) -> Comparison:
     """`other` against `base` for a count, with its noise measured (module docstring)."""
     b, o = np.asarray(base, dtype=float), np.asarray(other, dtype=float)
-    measured = [n for n in (noise_pct([b, o]), history_noise_pct) if n is not None]
+    # Each measure of the noise with its degrees of freedom: the repetitions' (few, so
+    # a t quantile), the history's (many neighbours: taken as known).
+    measured = [m for m in (_pooled([b, o]), None if history_noise_pct is None else (history_noise_pct, math.inf))
+                if m is not None]
     if not measured or not len(b) or not len(o) or (b <= 0).any() or (o <= 0).any():
         return compare(b, o, metric, alpha=alpha, floor_pct=floor_pct, confidence=confidence)
-    noise = max(measured) / 100
+    noise_level, df = max(measured)
+    noise = noise_level / 100
     log_change = math.log(float(np.mean(o)) / float(np.mean(b)))
     se = noise * math.sqrt(1 / len(b) + 1 / len(o))
     if se > 0:
-        margin = float(ndtri((1 + confidence) / 2)) * se
-        p_value = float(2 * ndtr(-abs(log_change) / se))
+        margin = float(stdtrit(df, (1 + confidence) / 2)) * se
+        p_value = float(2 * stdtr(df, -abs(log_change) / se))
     else:
         margin, p_value = 0.0, 1.0 if log_change == 0 else 0.0
     ci_pct = (100 * math.expm1(log_change - margin), 100 * math.expm1(log_change + margin))
