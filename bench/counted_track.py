@@ -16,8 +16,9 @@ counts    a 64-commit history of examples/bisect/make-repo.sh whose commit 41 ma
 wall      the same history tracked on the program's wall time (`timing: true`, 5 runs a
           commit, the timed metric's minimum): what it records (expected: nothing, the
           step is below its noise), the same columns;
-slowdown  Valgrind's slowdown: the example, and xz compressing 8 MiB (a real program),
-          median of 5 runs natively and under each counter.
+slowdown  Valgrind's slowdown: the example, and xz compressing 2 MiB (a real program),
+          median of 3 runs natively and under each counter, in CPU time (user + system:
+          the wall time of a loaded machine measures the load too).
 
 Every perfline runs with this tree's sources, one job at a time; the machine's load at
 the start is printed, as the wall times depend on it.
@@ -30,6 +31,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -122,7 +124,9 @@ def track_part(name: str, tracker_text: str) -> dict[str, object]:
         seconds = time.monotonic() - started
         if proc.returncode != 0:
             sys.exit(f"{name}: track run failed ({proc.returncode}): {proc.stderr[-3000:]}")
-        runs = json.loads(perfline(env, "runs", "--limit", "100000", "--json").stdout)
+        listed = json.loads(perfline(env, "runs", "--limit", "100000", "--json").stdout)
+        # The list has no settings, which tell a confirmation's interleaved runs apart.
+        runs = [json.loads(perfline(env, "show", str(r["id"]), "--json").stdout) for r in listed]
         regressions = json.loads(perfline(env, "regressions", "--json").stdout)
         bisection = perfline(env, "bisect", "status").stdout if regressions else ""
         probes = re.search(r"(\d+) runs of at most", bisection)
@@ -149,11 +153,11 @@ def slowdown_part() -> None:
         data = scratch / "input"
         rng = random.Random(28)
         words = [bytes(rng.choices(b"abcdefghijklmnopqrstuvwxyz", k=rng.randint(2, 9))) for _ in range(5000)]
-        data.write_bytes(b" ".join(rng.choice(words) for _ in range(1_400_000))[: 8 << 20])
+        data.write_bytes(b" ".join(rng.choice(words) for _ in range(400_000))[: 2 << 20])
         xz = shutil.which("xz")
         programs = [("example (bench.c)", [str(program)])]
         if xz:
-            programs.append(("xz -6 -T1, 8 MiB of text", [xz, "-6", "-T1", "-c", str(data)]))
+            programs.append(("xz -6 -T1, 2 MiB of text", [xz, "-6", "-T1", "-c", str(data)]))
         counters = [("native", []),
                     ("cachegrind --cache-sim=no", ["valgrind", "--tool=cachegrind", "--cache-sim=no", "-q",
                                                    f"--cachegrind-out-file={scratch}/cg.%p"]),
@@ -165,14 +169,21 @@ def slowdown_part() -> None:
             times = {}
             for name, prefix in counters:
                 seconds = []
-                for _ in range(5):
-                    started = time.monotonic()
-                    subprocess.run([*prefix, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-                    seconds.append(time.monotonic() - started)
+                for _ in range(3):
+                    seconds.append(_cpu_seconds([*prefix, *argv]))
                 times[name] = statistics.median(seconds)
             native = times["native"]
-            print(f"slowdown, {label}: native {native:.3f} s; "
+            print(f"slowdown, {label}: native {native:.3f} s CPU; "
                   + "; ".join(f"{name} {t:.2f} s ({t / native:.0f}x)" for name, t in times.items() if name != "native"))
+
+
+def _cpu_seconds(argv: list[str]) -> float:
+    """User + system CPU time of a command and its children: on a loaded machine its
+    wall time measures the load as much as the program."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:

@@ -25,19 +25,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy.special import stdtr, stdtrit
 
 from perfline.records.metric import Metric
-from perfline.stats.summary import summarize
-from perfline.stats.two_sample import (
-    Comparison,
-    compare,
-    outlier_indexes,
-    verdict_of,
-)
+from perfline.stats.two_sample import Comparison, compare, verdict_of
 
 METHOD_COUNTED = "counted"
 # The history's neighbour differences are enough to measure noise from this many.
@@ -99,8 +94,11 @@ def compare_counted(
     # a t quantile), the history's (many neighbours: taken as known).
     measured = [m for m in (_pooled([b, o]), None if history_noise_pct is None else (history_noise_pct, math.inf))
                 if m is not None]
+    # The timed comparison gives the summaries and outliers, and is the answer where the
+    # noise is not measured.
+    timed = compare(b, o, metric, alpha=alpha, floor_pct=floor_pct, confidence=confidence)
     if not measured or not len(b) or not len(o) or (b <= 0).any() or (o <= 0).any():
-        return compare(b, o, metric, alpha=alpha, floor_pct=floor_pct, confidence=confidence)
+        return timed
     noise_level, df = max(measured)
     noise = noise_level / 100
     log_change = math.log(float(np.mean(o)) / float(np.mean(b)))
@@ -113,23 +111,8 @@ def compare_counted(
     ci_pct = (100 * math.expm1(log_change - margin), 100 * math.expm1(log_change + margin))
     change_pct = 100 * math.expm1(log_change)
     significant = p_value < alpha and abs(change_pct) > floor_pct
-    verdict = verdict_of(metric.direction, change_pct, ci_pct, significant, True, floor_pct)
-    return Comparison(
-        metric=metric,
-        base=summarize(b),
-        other=summarize(o),
-        change_pct=change_pct,
-        ci_pct=ci_pct,
-        p_value=p_value,
-        p_value_rank=math.nan,
-        significant=significant,
-        verdict=verdict,
-        outliers_base=outlier_indexes(b),
-        outliers_other=outlier_indexes(o),
-        method=METHOD_COUNTED,
-        floor_pct=floor_pct,
-        # More repetitions of a count only repeat it: an undecided count needs a
-        # smaller floor, not more samples.
-        more_samples=None,
-        unit="samples",
-    )
+    # More repetitions of a count only repeat it: an undecided count needs a smaller
+    # floor, not more samples (more_samples None).
+    return replace(timed, change_pct=change_pct, ci_pct=ci_pct, p_value=p_value, p_value_rank=math.nan,
+                   significant=significant, method=METHOD_COUNTED, more_samples=None, unit="samples",
+                   verdict=verdict_of(metric.direction, change_pct, ci_pct, significant, True, floor_pct))
