@@ -164,8 +164,12 @@ def test_a_tracker_job_on_counts_may_run_once_a_commit(tmp_path: Path) -> None:
     subprocess.run(["git", "init", "-q", str(tmp_path / "src")], check=True)
     text = (Path(__file__).resolve().parents[1] / "examples" / "track" / "counts.yaml").read_text()
     (tmp_path / "counts.yaml").write_text(text)
-    [job] = load_tracker(tmp_path / "counts.yaml").jobs
-    assert job.spec.repeat == 1 and job.spec.params["count"] == "instructions"
+    spec = load_tracker(tmp_path / "counts.yaml")
+    [job] = spec.jobs
+    assert job.spec.repeat == 1 and job.spec.params["count"] == "instructions" and spec.number == "counted"
+    (tmp_path / "bad.yaml").write_text(text.replace("number: counted", "number: counts"))
+    with pytest.raises(JobError, match=r"bad.yaml:\d+: number must be one of all, counted, timed"):
+        load_tracker(tmp_path / "bad.yaml")
     # A timed job still needs its five repetitions a commit.
     (tmp_path / "timed.yaml").write_text(text.replace("      count: instructions", "      timing: true"))
     with pytest.raises(JobError, match=r"timed.yaml:\d+: repeat 1: .* set repeat: 5"):

@@ -102,26 +102,32 @@ def daily_numbers(spec: TrackerSpec, repo: Path, tracked: list[Series], history:
     comparison of one run a side does."""
     from scipy import stats  # only when the numbers are made
 
+    from perfline.stats.counted import history_noise
+
     series = [s for s in tracked
-              if s.order == "commit" and s.metric.direction is not Direction.NEUTRAL]
+              if s.order == "commit" and s.metric.direction is not Direction.NEUTRAL
+              and spec.number in ("all", "counted" if s.metric.counted else "timed")]
     position = {c.sha: i for i, c in enumerate(history)}
     by_commit = [{p.runs[0].kernel_commit: p for p in s.points} for s in series]
     commits = sorted({sha for points in by_commit for sha in points if sha in position}, key=position.__getitem__)
     if not commits:
         return []
     reference = git.resolve(repo, spec.reference) if spec.reference else commits[0]
+    # A counted series' noise is its history's (stats.counted), not the assumed 1%.
+    noises = [history_noise([float(np.mean(p.values)) for p in s.points]) if s.metric.counted else None
+              for s in series]
     z = float(stats.norm.ppf(0.975))
     numbers = []
     for sha in commits:
         logs, variance = [], 0.0
-        for s, points in zip(series, by_commit, strict=True):
+        for s, points, noise in zip(series, by_commit, noises, strict=True):
             if sha not in points or reference not in points:
                 continue
             here, there = np.asarray(points[sha].values), np.asarray(points[reference].values)
             sign = 1.0 if s.metric.direction is Direction.HIGHER else -1.0
             logs.append(sign * math.log(here.mean() / there.mean()))
             if sha != reference:
-                variance += _log_mean_var(here) + _log_mean_var(there)
+                variance += _log_mean_var(here, noise) + _log_mean_var(there, noise)
         if not logs:
             continue
         value, margin = float(np.mean(logs)), z * math.sqrt(variance) / len(logs)
@@ -132,10 +138,14 @@ def daily_numbers(spec: TrackerSpec, repo: Path, tracked: list[Series], history:
     return numbers
 
 
-def _log_mean_var(values: NDArray[np.float64]) -> float:
-    """Var(log mean) by the delta method, plus the between-run variance one run cannot show."""
+def _log_mean_var(values: NDArray[np.float64], noise_pct: float | None = None) -> float:
+    """Var(log mean) by the delta method, plus the between-run variance one run cannot show;
+    for a count, the variance of its measured noise (`noise_pct`, from the history) instead."""
     from perfline.stats.two_sample import ASSUMED_BETWEEN_RUN_CV_PCT
 
+    if noise_pct is not None:
+        spread = float(values.var(ddof=1) / values.mean() ** 2) if len(values) >= 2 else 0.0
+        return max(spread, (noise_pct / 100) ** 2) / len(values)
     assumed = (ASSUMED_BETWEEN_RUN_CV_PCT / 100) ** 2
     if len(values) < 2:
         return assumed
