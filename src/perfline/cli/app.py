@@ -56,7 +56,7 @@ from perfline.report.runs import (
 )
 from perfline.stats.sequential import DEFAULT_MAX_PAIRS, FIRST_LOOK, SequentialPlan
 from perfline.store import RunNotFound, Store, resolve_url
-from perfline.system.journal import journal_files, state_dir
+from perfline.system.journal import journal_files, state_dir, this_boot
 
 if TYPE_CHECKING:
     from perfline.runner import RunOutcome
@@ -101,6 +101,11 @@ TuneOption = Annotated[bool, typer.Option("--tune", help="Tune the machine aroun
 def restore() -> None:
     """Put back what a crashed or killed perfline run left changed (tunables, tracefs)."""
     # The callback has already restored what it could; this command says what is left.
+    from perfline.system.tuning import kept_entries
+
+    if kept := kept_entries(state_dir(), this_boot()):
+        console.print(f"{len(kept)} change(s) of `perfline tune` are kept on purpose: perfline tune --reset "
+                      "undoes them")
     remaining = journal_files(state_dir())
     if not remaining:
         console.print("nothing to restore: no crashed perfline run left the kernel changed")
