@@ -16,8 +16,8 @@ counts    a 64-commit history of examples/bisect/make-repo.sh whose commit 41 ma
 wall      the same history tracked on the program's wall time (`timing: true`, 5 runs a
           commit, the timed metric's minimum): what it records (expected: nothing, the
           step is below its noise), the same columns;
-slowdown  Valgrind's slowdown: the example, and xz compressing 2 MiB (a real program),
-          median of 3 runs natively and under each counter, in CPU time (user + system:
+slowdown  Valgrind's slowdown: the example, and xz compressing 512 KiB (a real program),
+          median of --slowdown-runs (3) runs natively and under each counter, in CPU time (user + system:
           the wall time of a loaded machine measures the load too).
 
 Every perfline runs with this tree's sources, one job at a time; the machine's load at
@@ -146,18 +146,18 @@ def track_part(name: str, tracker_text: str) -> dict[str, object]:
         }
 
 
-def slowdown_part() -> None:
+def slowdown_part(runs: int) -> None:
     with tempfile.TemporaryDirectory(prefix="perfline-counted-slow-") as tmp:
         scratch = Path(tmp)
         program = built_example(scratch)
         data = scratch / "input"
         rng = random.Random(28)
         words = [bytes(rng.choices(b"abcdefghijklmnopqrstuvwxyz", k=rng.randint(2, 9))) for _ in range(5000)]
-        data.write_bytes(b" ".join(rng.choice(words) for _ in range(400_000))[: 2 << 20])
+        data.write_bytes(b" ".join(rng.choice(words) for _ in range(100_000))[: 512 << 10])
         xz = shutil.which("xz")
         programs = [("example (bench.c)", [str(program)])]
         if xz:
-            programs.append(("xz -6 -T1, 2 MiB of text", [xz, "-6", "-T1", "-c", str(data)]))
+            programs.append(("xz -6 -T1, 512 KiB of text", [xz, "-6", "-T1", "-c", str(data)]))
         counters = [("native", []),
                     ("cachegrind --cache-sim=no", ["valgrind", "--tool=cachegrind", "--cache-sim=no", "-q",
                                                    f"--cachegrind-out-file={scratch}/cg.%p"]),
@@ -169,7 +169,7 @@ def slowdown_part() -> None:
             times = {}
             for name, prefix in counters:
                 seconds = []
-                for _ in range(3):
+                for _ in range(runs):
                     seconds.append(_cpu_seconds([*prefix, *argv]))
                 times[name] = statistics.median(seconds)
             native = times["native"]
@@ -189,6 +189,7 @@ def _cpu_seconds(argv: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cv-runs", type=int, default=20)
+    parser.add_argument("--slowdown-runs", type=int, default=3, help="runs of each program under each counter")
     parser.add_argument("--skip", default="", help="comma-separated parts to skip: cv, counts, wall, slowdown")
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
@@ -211,7 +212,7 @@ def main() -> None:
         else:
             print(f"wall: the 0.5% step {'missed, as expected' if row['recorded'] == 'nothing' else 'recorded'}")
     if "slowdown" not in skip:
-        slowdown_part()
+        slowdown_part(args.slowdown_runs)
 
 
 if __name__ == "__main__":
