@@ -46,7 +46,7 @@ def tune(
         entries, refused = tuning.apply(items, kernel)
         tuning.keep(state_dir(), local.boot_id(), entries, kernel)
     _show(items, dry_run, refused, as_json)
-    if chosen and not dry_run:
+    if chosen and not dry_run and not as_json:
         console.print(f"[dim]run the benchmark on CPUs {tuning.format_cpu_list(chosen)}: --pin "
                       f"{tuning.format_cpu_list(chosen)} (a job's pin:); undo with perfline tune --reset[/dim]")
     if refused:
