@@ -165,3 +165,14 @@ def test_compare_shows_a_tuned_run_beside_an_untuned_one(tmp_path: Path) -> None
     differences = {d["key"]: d for d in json.loads(compared.stdout)["cases"][0]["differences"][0]}
     assert differences["tune perf sample rate"]["base"] == f"untuned: {before.strip()}"
     assert differences["tune perf sample rate"]["other"] == "tuned: 1"
+
+
+def test_a_tuned_case_travels_to_a_fleet_machine_tuned(tmp_path: Path) -> None:
+    from perfline.jobs import expand
+    from perfline.records.job import case_from_json, case_to_json
+
+    job = tmp_path / "job.yaml"
+    job.write_text("benchmark: command\nparams:\n  cmd: echo 1\ntune: true\n")
+    [case] = expand(load_job(job))
+    assert case.tune and case_from_json(json.loads(json.dumps(case_to_json(case)))) == case
+    assert "tune" not in case.key  # a tuned and an untuned run are the same case
