@@ -199,6 +199,72 @@ def test_sigkilled_tbench_leaves_no_process(tmp_path: Path, state_dir: Path, kil
     kill_at_random_moments(db, args, dict, state_dir, kills)
 
 
+def tune_snapshot() -> dict[str, str]:
+    """What `perfline tune --cpus 1` changes on this VM (interrupt affinities, the
+    default one, perf's sampling rate, the NMI watchdog), file by file."""
+    files = [*Path("/proc/irq").glob("*/smp_affinity_list"), Path("/proc/irq/default_smp_affinity"),
+             Path("/proc/sys/kernel/perf_event_max_sample_rate"), Path("/proc/sys/kernel/nmi_watchdog")]
+    return {str(path): read(path) for path in files if path.exists()}
+
+
+@contextmanager
+def machine_put_back(snapshot: dict[str, str]) -> Iterator[None]:
+    """Whatever a failed assertion leaves, the machine's values come back after."""
+    try:
+        yield
+    finally:
+        for path, value in snapshot.items():
+            if read(Path(path)) != value:
+                with suppress(OSError):
+                    Path(path).write_text(value)
+
+
+@needs_root
+@pytest.mark.parametrize("kills", KILLS)
+def test_sigkilled_tuned_run_restores_the_machine(tmp_path: Path, state_dir: Path, kills: int) -> None:
+    """`run --tune` killed at random moments: the next command puts back every
+    interrupt's affinity and the sampling rate the tune changed."""
+    db = tmp_path / "db"
+    args = perfline_cmd(db, "run", "command", "-p", "cmd=sleep 0.1; echo 1", "--repeat", "5", "--warmup", "0",
+                        "--no-monitors", "--tune", "--pin", "1")
+    with machine_put_back(tune_snapshot()):
+        kill_at_random_moments(db, args, tune_snapshot, state_dir, kills)
+
+
+@needs_root
+def test_sigkilled_tune_is_undone_or_whole_and_reset_puts_it_back(tmp_path: Path, state_dir: Path) -> None:
+    """`perfline tune` killed while it writes: the next command restores the files it
+    had written (its journal), so the machine is either as it was or tuned whole (a
+    finished tune is kept, in tuned.json), never half; `tune --reset` puts it back."""
+    db = tmp_path / "db"
+    before = tune_snapshot()
+    env = marked_env(uuid.uuid4().hex)
+    with machine_put_back(before):
+        tuned_whole = None
+        # Early moments: most kills land in the start-up, some in the writes.
+        for moment in (0.4, 0.8, 1.2, 1.6, 2.0):
+            proc = subprocess.Popen(perfline_cmd(db, "tune", "--cpus", "1"), env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            with suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=moment)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            after = subprocess.run(perfline_cmd(db, "runs", "--limit", "1"), env=env, capture_output=True,
+                                   text=True, timeout=120)
+            assert after.returncode == 0, after.stderr
+            assert not list(state_dir.glob("journal.*.json")), f"journal left after a kill at {moment:.2f}s"
+            now = tune_snapshot()
+            if (state_dir / "tuned.json").exists():
+                tuned_whole = tuned_whole or now
+                assert now == tuned_whole, f"a half tune after a kill at {moment:.2f}s"
+            else:
+                assert now == before, f"not restored after a kill at {moment:.2f}s"
+            reset = subprocess.run(perfline_cmd(db, "tune", "--reset"), env=env, capture_output=True, text=True,
+                                   timeout=120)
+            assert reset.returncode == 0, reset.stderr
+            assert tune_snapshot() == before and not (state_dir / "tuned.json").exists()
+
+
 def task_groups_parent() -> Path:
     try:
         return parent_group()
@@ -344,7 +410,7 @@ def test_an_event_left_on_is_in_the_fingerprint_compare_and_doctor(
     assert "this run may be disturbed: tracing: trace event(s) enabled: sched:sched_switch" in traced.stderr
     [run] = json.loads(traced.stdout)
     assert doctor.returncode == 1
-    [event] = [d for d in json.loads(doctor.stdout) if d["what"] == "tracing"]
+    [event] = [d for d in json.loads(doctor.stdout)["disturbances"] if d["what"] == "tracing"]
     assert "sched:sched_switch" in event["detail"] and str(ENABLE) in event["fix"]
 
     assert quiet.returncode == 0 and "trace event" not in quiet.stderr
@@ -370,7 +436,7 @@ def test_doctor_names_a_cpu_hog_left_behind(tmp_path: Path) -> None:
         hog.kill()
         hog.wait()
     assert proc.returncode == 1
-    found = json.loads(proc.stdout)
+    found = json.loads(proc.stdout)["disturbances"]
     [hogs] = [d for d in found if d["what"] == "CPU hogs"]
     assert str(hog.pid) in hogs["detail"] and f"kill {hog.pid}" in hogs["fix"]
     assert any(d["what"] == "busy CPU" for d in found)  # the hog kept a CPU busy

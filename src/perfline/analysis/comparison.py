@@ -146,6 +146,7 @@ def compare_sides(
     """Every metric of the baseline side against every other side. `paired`: the i-th
     values of the sides were measured back to back (interleaved A/B)."""
     # Imported here: scipy costs a second at start-up and only comparisons need it.
+    from perfline.stats.counted import compare_counted, counted_floor
     from perfline.stats.two_sample import compare
 
     base, others = sides[0], sides[1:]
@@ -155,24 +156,28 @@ def compare_sides(
     rows = []
     for name, (metric, source) in base.metrics().items():
         base_values = base.values(name)
-        floor = (metric_floors or {}).get(name, floor_pct)
+        floor = (metric_floors or {}).get(name, counted_floor(floor_pct) if metric.counted else floor_pct)
         comparisons: list[Comparison | None] = []
         for side in others:
             values = side.values(name)
-            # Paired values are judged by their pairs; otherwise runs are the unit.
-            comparisons.append(
-                compare(base_values, values, metric, alpha=alpha, confidence=confidence, floor_pct=floor, paired=paired,
-                        base_runs=None if paired else base.run_labels(name),
-                        other_runs=None if paired else side.run_labels(name))
-                if len(values) and name not in summaries
-                else None
-            )
+            if not len(values) or name in summaries:
+                comparisons.append(None)
+            elif metric.counted:
+                # A count's noise is measured from its repetitions (stats.counted).
+                comparisons.append(compare_counted(base_values, values, metric, alpha=alpha, confidence=confidence,
+                                                   floor_pct=floor))
+            else:
+                # Paired values are judged by their pairs; otherwise runs are the unit.
+                comparisons.append(
+                    compare(base_values, values, metric, alpha=alpha, confidence=confidence, floor_pct=floor,
+                            paired=paired, base_runs=None if paired else base.run_labels(name),
+                            other_runs=None if paired else side.run_labels(name)))
         rows.append(MetricRow(metric, source, summarize(base_values), comparisons))
     rows.sort(key=lambda row: row.source != "benchmark")
     rows = _monitors_controlled_together(rows, alpha)
     notes = []
     single = [side.name for side in sides if len(side.runs) == 1]
-    if single and not paired:
+    if single and not paired and not all(row.metric.counted for row in rows):
         notes.append(one_run_note(single))
     adaptive = [side.name for side in sides if any(run.settings.get("repeat") == "auto" for run in side.runs)]
     if adaptive:

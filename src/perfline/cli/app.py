@@ -43,6 +43,7 @@ from perfline.cli.migration import migration_cost
 from perfline.cli.report import report_app
 from perfline.cli.serve import serve
 from perfline.cli.track import track_app
+from perfline.cli.tune import tune
 from perfline.records.job import COMMAND_LINE, ParamValue
 from perfline.records.metric import Direction, Metric
 from perfline.records.status import RunStatus
@@ -56,7 +57,7 @@ from perfline.report.runs import (
 )
 from perfline.stats.sequential import DEFAULT_MAX_PAIRS, FIRST_LOOK, SequentialPlan
 from perfline.store import RunNotFound, Store, resolve_url
-from perfline.system.journal import journal_files, state_dir
+from perfline.system.journal import journal_files, state_dir, this_boot
 
 if TYPE_CHECKING:
     from perfline.runner import RunOutcome
@@ -90,6 +91,8 @@ CmdlineOption = Annotated[str | None, typer.Option(help="qemu: extra kernel para
 VmCpusOption = Annotated[int | None, typer.Option(help="qemu: virtual CPUs (default 2).")]
 VmMemoryOption = Annotated[int | None, typer.Option(help="qemu: memory in MiB (default 1024).")]
 AccelOption = Annotated[str | None, typer.Option(help="qemu: auto, kvm or tcg (default auto).")]
+TuneOption = Annotated[bool, typer.Option("--tune", help="Tune the machine around the run and reset it after "
+                                                         "(perfline tune; the benchmark CPUs: --pin, else isolcpus).")]
 
 
 def restore() -> None:
@@ -98,6 +101,11 @@ def restore() -> None:
     Example: perfline restore
     """
     # The callback has already restored what it could; this command says what is left.
+    from perfline.system.tuning import kept_entries
+
+    if kept := kept_entries(state_dir(), this_boot()):
+        console.print(f"{len(kept)} change(s) of `perfline tune` are kept on purpose: perfline tune --reset "
+                      "undoes them")
     remaining = journal_files(state_dir())
     if not remaining:
         console.print("nothing to restore: no crashed perfline run left the kernel changed")
@@ -189,6 +197,7 @@ def run(
     vm_cpus: VmCpusOption = None,
     vm_memory: VmMemoryOption = None,
     accel: AccelOption = None,
+    tune: TuneOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
 ) -> None:
     """Run a job file or a single benchmark; every sample is stored as it is taken.
@@ -204,7 +213,7 @@ def run(
 
     request = CommandLineJob(what, param or [], monitor, no_monitors, repeat, precision, max_repeat, warmup,
                              sysctl or [], sysfs or [], governor, pin, load,
-                             Target(target, kernel, cmdline, vm_cpus, vm_memory, accel))
+                             Target(target, kernel, cmdline, vm_cpus, vm_memory, accel), tune)
     job, given = build_job(request)
     cases = expand(job)
     if job.target == "local":
@@ -433,6 +442,7 @@ def ab(
     alpha: AlphaOption = DEFAULT_ALPHA,
     floor: FloorOption = DEFAULT_FLOOR_PCT,
     metric_floor: MetricFloorOption = None,
+    tune: TuneOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Interleaved A/B: run two configurations alternately (A B A B …) and compare them.
@@ -443,7 +453,7 @@ def ab(
     from perfline.runner import execute_interleaved
 
     request = CommandLineJob(what, param or [], monitor, no_monitors, warmup=warmup,
-                             target=Target(target, kernel, cmdline, vm_cpus, vm_memory, accel))
+                             target=Target(target, kernel, cmdline, vm_cpus, vm_memory, accel), tune=tune)
     plan = _sequential_plan(pairs, max_pairs, alpha)
     most = plan.looks[-1] if plan else int(pairs)
     case_a, case_b = build_ab(request, a, b, most)
@@ -514,6 +524,7 @@ for function, name, panel in (
     (export, "export", INTEROP),
     (worker, "worker", FLEET),
     (doctor, "doctor", MACHINE),
+    (tune, "tune", MACHINE),
     (restore, "restore", MACHINE),
     (version, "version", MACHINE),
 ):

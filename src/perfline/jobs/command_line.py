@@ -53,6 +53,7 @@ class CommandLineJob:
     pin: str | None = None
     load: str | None = None
     target: Target = field(default_factory=Target)
+    tune: bool = False  # --tune: tuned around the run, whatever the job file says
 
 
 def build_job(request: CommandLineJob) -> tuple[JobSpec, Tunables]:
@@ -65,6 +66,8 @@ def build_job(request: CommandLineJob) -> tuple[JobSpec, Tunables]:
     job = _with_repeat(job, request.repeat, request.precision, request.max_repeat)
     if request.warmup is not None:
         job = replace(job, warmup=request.warmup)
+    if request.tune:
+        job = replace(job, tune=True)
     return job, given
 
 
@@ -74,7 +77,7 @@ def build_ab(request: CommandLineJob, a: list[str], b: list[str], pairs: int) ->
     job = _base(request)
     if request.warmup is not None:
         job = replace(job, warmup=request.warmup)
-    job = replace(job, repeat=pairs, precision_pct=None)
+    job = replace(job, repeat=pairs, precision_pct=None, tune=job.tune or request.tune)
     sides = [expand(apply_overrides(job, overrides, **asdict(request.target))) for overrides in (a, b)]
     if any(len(cases) != 1 for cases in sides):
         raise UserError("ab needs one case per side: remove the list values (matrix axes) from the job")

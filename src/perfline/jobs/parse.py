@@ -50,6 +50,7 @@ TOP_KEYS = (
     "tunables",
     "load",
     "target",
+    "tune",
     *VM_KEYS,
 )
 DEFAULT_REPEAT = 5
@@ -359,6 +360,13 @@ class _Parser:
         if "load" in top:
             tunables["load"] = {"load": self.axis(top["load"][1], "load", self.hog_count)}
 
+        tune = False
+        if "tune" in top:
+            given_tune = self.scalar(top["tune"][1], "tune")
+            if not isinstance(given_tune, bool):
+                raise self.error(top["tune"][1], f"tune must be true or false, got {given_tune!r}")
+            tune = given_tune
+
         target = "local"
         if "target" in top:
             node = top["target"][1]
@@ -389,6 +397,7 @@ class _Parser:
             target=target,
             path=self.path,
             vm=vm,
+            tune=tune,
         )
         check_size(spec, line=self.axis_lines[0] if self.axis_lines else None)
         return spec

@@ -80,6 +80,8 @@ class JobSpec:
     path: Path | None = None
     precision_pct: float | None = None
     vm: VmSpec | None = None  # set exactly when target is qemu
+    # `tune: true`: the machine tuned around each run (system.tuning), reset after.
+    tune: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,9 @@ class Case:
     # many % (at least AUTO_MIN_REPEAT runs, at most `repeat`). None: exactly `repeat`.
     precision_pct: float | None = None
     vm: VmSpec | None = None
+    # The machine tuned around the run (system.tuning). Not part of the key: a tuned
+    # and an untuned run are the same case, told apart by their fingerprints.
+    tune: bool = False
 
     @property
     def key(self) -> str:
@@ -154,7 +159,7 @@ def case_to_json(case: Case) -> dict[str, Any]:
         "tunables": {kind: dict(values) for kind, values in case.tunables.items()},
         "repeat": case.repeat, "warmup": case.warmup, "monitors": list(case.monitors),
         "target": case.target, "precision_pct": case.precision_pct,
-        "vm": None if case.vm is None else asdict(case.vm),
+        "vm": None if case.vm is None else asdict(case.vm), "tune": case.tune,
     }
 
 
@@ -165,5 +170,5 @@ def case_from_json(data: dict[str, Any]) -> Case:
         tunables={kind: dict(values) for kind, values in data["tunables"].items()},
         repeat=int(data["repeat"]), warmup=int(data["warmup"]), monitors=tuple(data["monitors"]),
         target=data["target"], precision_pct=data.get("precision_pct"),
-        vm=None if vm is None else VmSpec(**vm),
+        vm=None if vm is None else VmSpec(**vm), tune=bool(data.get("tune", False)),
     )

@@ -15,6 +15,11 @@ class Direction(StrEnum):
     NEUTRAL = "neutral"
 
 
+# Units of counts (benchmarks.counting): a metric in one of them repeats exactly, or
+# nearly, and its noise is measured rather than assumed (stats.counted).
+COUNTED_UNITS = frozenset({"instructions", "est. cycles"})
+
+
 @dataclass(frozen=True)
 class Metric:
     """A named quantity, `source.name` (e.g. `tbench.throughput`), with unit and direction."""
@@ -23,6 +28,10 @@ class Metric:
     unit: str
     direction: Direction
     description: str = ""
+
+    @property
+    def counted(self) -> bool:
+        return self.unit in COUNTED_UNITS
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import tempfile
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, Protocol, Self
@@ -29,9 +29,10 @@ from perfline.records.status import RunStatus
 from perfline.runner.host_check import HostCheck
 from perfline.runner.load import cpu_hogs
 from perfline.store import Store
+from perfline.system import tuning
 from perfline.system.cgroup import CgroupUnavailable, task_group
 from perfline.system.journal import own_journal
-from perfline.system.kernel_state import KernelState
+from perfline.system.kernel_state import KernelState, KernelStateError
 from perfline.system.process import tail
 from perfline.targets.guest import GuestBenchmark
 from perfline.tunables import TunableError, applied, read_back
@@ -145,7 +146,10 @@ class CaseRun:
                 tuned = read_back(self.case.tunables)
             except TunableError as exc:
                 refused = exc
-        self._fingerprint = self.ctx.fingerprint().with_applied(tuned)
+        if refused is None:
+            refused = self._tune()
+        self._fingerprint = replace(self.ctx.fingerprint().with_applied(tuned),
+                                    tuning=tuning.states(tuning.plan(tuning.benchmark_cpus(self.case.pin))))
         self.run_id = self.ctx.store.start_run(
             self.case,
             self._fingerprint,
@@ -179,6 +183,21 @@ class CaseRun:
             self.__exit__(type(exc), exc, exc.__traceback__)
             raise
         return self
+
+    def _tune(self) -> TunableError | None:
+        """`tune: true`: the machine tuned for the whole run (the benchmark CPUs: the
+        case's pin, else isolcpus), before the fingerprint reads it; reset on exit.
+        What the kernel refused (a managed interrupt) is said and the run goes on."""
+        if not self.case.tune:
+            return None
+        cpus = tuning.benchmark_cpus(self.case.pin)
+        try:
+            refused = self._stack.enter_context(
+                tuning.tuned(cpus, self.ctx.kernel, keep_sampling="perf-profile" in self.case.monitors))
+        except KernelStateError as exc:
+            return TunableError(f"tune: {exc}")
+        self.settings["tune"] = {"cpus": tuning.format_cpu_list(cpus), "refused": refused}
+        return None
 
     def warm_up(self) -> None:
         for _ in range(self.case.warmup):

@@ -30,6 +30,9 @@ FIRST_LOOK = 6
 # never more than half again the pairs a decision needed.
 LOOK_GROWTH = 1.5
 DEFAULT_MAX_PAIRS = 30
+# A count (stats.counted) is looked at after 2 pairs too: its noise is measured from
+# them, and where it is ~0 that look decides. The extra look takes its share of alpha.
+COUNTED_FIRST_LOOK = 2
 
 
 @dataclass(frozen=True)
@@ -65,17 +68,27 @@ class SequentialPlan:
     def judge(self, base: Sequence[float], other: Sequence[float], metric: Metric, floor_pct: float) -> Comparison:
         """The paired comparison of one look, at that look's alpha and confidence."""
         # Imported here: scipy costs a second at start-up and only the looks need it.
+        from perfline.stats.counted import compare_counted, counted_floor
         from perfline.stats.two_sample import compare
 
+        if metric.counted:
+            share = len(self.looks_of(metric))
+            return compare_counted(base, other, metric, alpha=self.alpha / share,
+                                   confidence=1 - (1 - self.confidence) / share, floor_pct=counted_floor(floor_pct))
         return compare(base, other, metric, alpha=self.look_alpha, confidence=self.look_confidence,
                        floor_pct=floor_pct, paired=True)
+
+    def looks_of(self, metric: Metric) -> tuple[int, ...]:
+        if metric.counted and self.looks[0] > COUNTED_FIRST_LOOK:
+            return (COUNTED_FIRST_LOOK, *self.looks)
+        return self.looks
 
     def done(self, base: Sequence[float], other: Sequence[float], metric: Metric, floor_pct: float) -> bool:
         """Whether to stop after len(base) pairs: the last look, or a look that decided."""
         pairs = min(len(base), len(other))
         if pairs >= self.looks[-1]:
             return True
-        if pairs not in self.looks:
+        if pairs not in self.looks_of(metric):
             return False
         from perfline.stats.two_sample import INCONCLUSIVE
 

@@ -229,7 +229,7 @@ def compare(
         p_rank = _signed_rank_p_value(b, o) if paired_rank else _rank_p_value(b, o, seed)
     enough = min(len(b), len(o)) >= MIN_SAMPLES
     significant = enough and p_value < alpha and abs(change_pct) > floor_pct
-    verdict = _verdict(metric.direction, change_pct, ci_pct, significant, enough, floor_pct)
+    verdict = verdict_of(metric.direction, change_pct, ci_pct, significant, enough, floor_pct)
     more = None
     if verdict == INCONCLUSIVE:
         more = _more_samples(estimate, change_pct, floor_pct, alpha, min(len(b), len(o)))
@@ -259,7 +259,7 @@ def rejudged(comparison: Comparison, passes: bool) -> Comparison:
     if significant == comparison.significant:
         return comparison
     enough = min(comparison.base.n, comparison.other.n) >= MIN_SAMPLES
-    verdict = _verdict(comparison.metric.direction, comparison.change_pct, comparison.ci_pct, significant, enough,
+    verdict = verdict_of(comparison.metric.direction, comparison.change_pct, comparison.ci_pct, significant, enough,
                        comparison.floor_pct)
     return replace(comparison, significant=significant, verdict=verdict)
 
@@ -549,7 +549,7 @@ def _change_pct(mean_b: float, mean_o: float) -> float:
     return math.copysign(math.inf, mean_o) if mean_o else 0.0
 
 
-def _verdict(
+def verdict_of(
     direction: Direction, change_pct: float, ci_pct: tuple[float, float], significant: bool, enough: bool,
     floor_pct: float,
 ) -> str:

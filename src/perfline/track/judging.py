@@ -65,6 +65,8 @@ def judge_history(store: Store, spec: TrackerSpec, tracked: list[Series], notify
     """Open or update a record for every significant change beyond the floor: between
     neighbouring tested commits, and at every change point of a long enough series."""
     from perfline.stats.changepoint import ChangePoint  # scipy: only when judging
+    from perfline.stats.counted import compare_counted, counted_floor, history_noise
+    from perfline.stats.two_sample import IMPROVEMENT, REGRESSION
 
     found: list[Found] = []
     for series in tracked:
@@ -73,10 +75,21 @@ def judge_history(store: Store, spec: TrackerSpec, tracked: list[Series], notify
         changes: list[ChangePoint] = []
         screened: set[int] = set()
         noise = series_noise(series)
+        # A count's noise is measured from its history too (stats.counted), so one run a
+        # commit decides; its floor is at most counted_floor. It is never screened: its
+        # comparison has no inconclusive band to screen.
+        counted = series.metric.counted
+        floor = counted_floor(spec.floor_pct) if counted else spec.floor_pct
+        count_noise = history_noise([float(np.mean(p.values)) for p in series.points]) if counted else None
         for index in range(1, len(series.points)):
             before, after = series.points[index - 1], series.points[index]
-            judged = judge_pair(before.values, after.values, series.metric, spec.floor_pct, noise, spec.narrow,
-                                _labels(before), _labels(after))
+            if counted:
+                counts = compare_counted(before.values, after.values, series.metric, floor_pct=floor,
+                                         history_noise_pct=count_noise)
+                judged = (counts, False) if counts.verdict in (REGRESSION, IMPROVEMENT) else None
+            else:
+                judged = judge_pair(before.values, after.values, series.metric, spec.floor_pct, noise, spec.narrow,
+                                    _labels(before), _labels(after))
             if judged is not None:
                 c, screen = judged
                 changes.append(ChangePoint(index, c.change_pct, c.ci_pct, -math.log10(max(c.p_value, 1e-300)),
@@ -86,7 +99,7 @@ def judge_history(store: Store, spec: TrackerSpec, tracked: list[Series], notify
         if len(series.points) >= _DETECT_MIN_POINTS:
             known = {c.index for c in changes}
             changes += [c for c in series.change_points() if c.index not in known
-                        and abs(c.change_pct) > spec.floor_pct]
+                        and abs(c.change_pct) > floor]
         claimed: list[int] = []
         values = [p.values for p in series.points]
         for change in sorted(changes, key=lambda c: c.index):
@@ -186,8 +199,11 @@ def daily_numbers(spec: TrackerSpec, repo: Path, tracked: list[Series], history:
     (learned from its history, else the assumed 1%), as a comparison of one run a side does."""
     from scipy import stats  # only when the numbers are made
 
+    from perfline.stats.counted import history_noise
+
     series = [s for s in tracked
-              if s.order == "commit" and s.metric.direction is not Direction.NEUTRAL]
+              if s.order == "commit" and s.metric.direction is not Direction.NEUTRAL
+              and spec.number in ("all", "counted" if s.metric.counted else "timed")]
     position = {c.sha: i for i, c in enumerate(history)}
     by_commit = [{p.runs[0].kernel_commit: p for p in s.points} for s in series]
     between = [(series_noise(s).between_pct / 100) ** 2 for s in series]
@@ -195,18 +211,21 @@ def daily_numbers(spec: TrackerSpec, repo: Path, tracked: list[Series], history:
     if not commits:
         return []
     reference = git.resolve(repo, spec.reference) if spec.reference else commits[0]
+    # A counted series' noise is its history's (stats.counted), not the assumed 1%.
+    noises = [history_noise([float(np.mean(p.values)) for p in s.points]) if s.metric.counted else None
+              for s in series]
     z = float(stats.norm.ppf(0.975))
     numbers = []
     for sha in commits:
         logs, variance = [], 0.0
-        for s, points, extra in zip(series, by_commit, between, strict=True):
+        for s, points, extra, counted_noise in zip(series, by_commit, between, noises, strict=True):
             if sha not in points or reference not in points:
                 continue
             here, there = np.asarray(points[sha].values), np.asarray(points[reference].values)
             sign = 1.0 if s.metric.direction is Direction.HIGHER else -1.0
             logs.append(sign * math.log(here.mean() / there.mean()))
             if sha != reference:
-                variance += _log_mean_var(here, extra) + _log_mean_var(there, extra)
+                variance += _log_mean_var(here, extra, counted_noise) + _log_mean_var(there, extra, counted_noise)
         if not logs:
             continue
         value, margin = float(np.mean(logs)), z * math.sqrt(variance) / len(logs)
@@ -217,8 +236,12 @@ def daily_numbers(spec: TrackerSpec, repo: Path, tracked: list[Series], history:
     return numbers
 
 
-def _log_mean_var(values: NDArray[np.float64], between: float) -> float:
-    """Var(log mean) by the delta method, plus the between-run variance one run cannot show."""
+def _log_mean_var(values: NDArray[np.float64], between: float, noise_pct: float | None = None) -> float:
+    """Var(log mean) by the delta method, plus the between-run variance one run cannot show;
+    for a count, the variance of its measured noise (`noise_pct`, from the history) instead."""
+    if noise_pct is not None:
+        spread = float(values.var(ddof=1) / values.mean() ** 2) if len(values) >= 2 else 0.0
+        return max(spread, (noise_pct / 100) ** 2) / len(values)
     if len(values) < 2:
         return between
     return float(values.var(ddof=1) / len(values) / values.mean() ** 2) + between

@@ -81,6 +81,10 @@ def _explain(store: Store, spec: TrackerSpec, regression: Regression, repo: Path
     except MonitorUnavailable as exc:
         notify(f"regression {regression.id}: no profile of the culprit: {exc}")
         return
+    if _case(spec, regression).params.get("count"):
+        notify(f"regression {regression.id}: no profile of the culprit: its runs are counted, and a profile "
+               "of them would show the counter (Valgrind) rather than the program")
+        return
     parent = git.resolve(repo, f"{regression.culprit}~1")
     case = replace(_case(spec, regression), monitors=(PROFILE,), warmup=1)
     sides = []

@@ -19,7 +19,10 @@ from perfline.jobs import JobError, JobSpec, load_job
 from perfline.jobs.parse import compose_yaml, construct_value, job_from_node
 
 KEYS = ("name", "repo", "branch", "select", "since", "build", "jobs", "narrow", "budget", "reference", "floor",
-        "report", "fleet")
+        "report", "fleet", "number")
+# `number:` which series make the daily number: every one, the counted (instructions,
+# estimated cycles) or the timed.
+NUMBER_OF = ("all", "counted", "timed")
 REPORT_KEYS = ("mail_to", "smtp", "from", "url")
 SELECT_KEYS = ("every", "tags", "daily")
 DEFAULT_RUNS_PER_DAY = 400
@@ -81,6 +84,7 @@ class TrackerSpec:
     # `fleet: {class: CLASS}`: tests, confirmations and bisections run on the fleet's
     # machines of this class (docs/fleet.md); None: on this machine.
     fleet_class: str | None = None
+    number: str = "all"  # NUMBER_OF
     # The line of each top-level key, for errors found later (a `since` git does not know).
     lines: dict[str, int] = field(default_factory=dict)
 
@@ -172,6 +176,11 @@ class _Reader:
             if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
                 raise self.error(top["floor"], "floor must be a percentage, e.g. 1")
             floor = float(value)
+        number = "all"
+        if "number" in top:
+            number = self.string(top["number"], "number")
+            if number not in NUMBER_OF:
+                raise self.error(top["number"], f"number must be one of {', '.join(NUMBER_OF)}, got {number!r}")
         return TrackerSpec(
             path=self.path,
             name=name,
@@ -189,6 +198,7 @@ class _Reader:
             report=self.report(top["report"]) if "report" in top else None,
             fleet_class=self.fleet(top["fleet"], config) if "fleet" in top else None,
             lines={key: node.start_mark.line + 1 for key, node in top.items()},
+            number=number,
         )
 
     def build(self, node: Node | None, root: Node | None) -> tuple[str | None, Path | None]:
@@ -263,7 +273,9 @@ class _Reader:
                 spec = job_from_node(self.path, self.text, item, name)
                 jobs.append(TrackedJob(spec, None, yaml.serialize(item)))
             repeat = jobs[-1].spec.repeat
-            if jobs[-1].spec.precision_pct is None and repeat < MIN_SAMPLES:
+            # A count repeats exactly: its noise is measured from the history (stats.counted).
+            counted = jobs[-1].spec.benchmark == "command" and "count" in jobs[-1].spec.params
+            if jobs[-1].spec.precision_pct is None and repeat < MIN_SAMPLES and not counted:
                 raise self.error(item, f"repeat {repeat}: a tested commit is compared with the one before it, "
                                        f"which needs {MIN_SAMPLES} repetitions a commit; set repeat: {MIN_SAMPLES} "
                                        "or more in this job")

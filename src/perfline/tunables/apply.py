@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfline.records.job import ParamValue
+from perfline.system.cpus import format_cpu_list, parse_cpu_list
 from perfline.system.kernel_state import KernelState, KernelStateError, read_restorable
 
 PROC_SYS = Path("/proc/sys")
@@ -138,25 +139,6 @@ def pinned(cpus: ParamValue | None) -> Iterator[str | None]:
         yield str(cpus)
     finally:
         os.sched_setaffinity(0, previous)
-
-
-def parse_cpu_list(text: str) -> set[int]:
-    cpus: set[int] = set()
-    for part in text.split(","):
-        first, _, last = part.partition("-")
-        cpus.update(range(int(first), int(last or first) + 1))
-    return cpus
-
-
-def format_cpu_list(cpus: set[int]) -> str:
-    """{0, 1, 2, 5} → `0-2,5`, the kernel's cpulist form."""
-    ranges: list[list[int]] = []
-    for cpu in sorted(cpus):
-        if ranges and cpu == ranges[-1][1] + 1:
-            ranges[-1][1] = cpu
-        else:
-            ranges.append([cpu, cpu])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
 
 
 def _text(value: ParamValue) -> str:
