@@ -1,15 +1,15 @@
 """commit facts: each tracked commit's subject, author and date, kept in the store
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 Create Date: 2026-11-26 22:10:00
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0011'
-down_revision = '0010'
+revision = '0012'
+down_revision = '0011'
 branch_labels = None
 depends_on = None
 
