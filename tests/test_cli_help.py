@@ -36,7 +36,7 @@ def _commands() -> dict[str, object]:
 
 
 def _module_names() -> set[str]:
-    """perfline's modules as docs/architecture.md names them: `cli.errors`, `bisect.worktree`."""
+    """perfline's modules as docs/architecture.md names them: `cli.errors`, `store.schema`."""
     names = set()
     for path in SRC.rglob("*.py"):
         parts = path.relative_to(SRC).with_suffix("").parts
@@ -82,7 +82,7 @@ def test_every_command_ends_with_one_example_of_itself() -> None:
 
 def test_help_names_no_internal_module() -> None:
     modules = _module_names()
-    assert "cli.errors" in modules and "bisect.worktree" in modules
+    assert len(modules) > 100 and {"cli.errors", "store.schema", "runner.loop"} <= modules
     texts = []
     for path, command in _commands().items():
         texts.append((path, getattr(command, "help", None) or ""))
