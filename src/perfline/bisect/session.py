@@ -131,6 +131,7 @@ def start(store: Store, request: StartRequest, notify: Notify) -> BisectionRecor
     tree = request.kernel_tree or request.repo
     assert tree is not None
     commits = git.first_parent_range(tree, request.good, request.bad)
+    store.remember_commits(commits)  # its reports stand on their own when the tree is gone
     build, kept_config = request.build, None
     if booted:
         assert request.config is not None
