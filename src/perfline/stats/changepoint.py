@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from itertools import chain, count
 
 import numpy as np
@@ -136,7 +137,8 @@ class _Series:
     _scans: dict[tuple[int, int], _Scan | None] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "order", np.argsort(self.values, kind="stable"))
+        # Ties get their mid-rank whichever way they were ordered: no stable sort needed.
+        object.__setattr__(self, "order", np.argsort(self.values))
 
     def __len__(self) -> int:
         return len(self.summaries)
@@ -243,7 +245,9 @@ def _from_samples(values: NDArray[np.float64], counts: NDArray[np.intp]) -> _Ser
     positions = np.flatnonzero(counts)
     counts = counts[positions]
     starts = np.concatenate(([0], np.cumsum(counts))).astype(np.intp)
-    if len(counts) and counts.min() == counts.max():
+    if len(counts) and counts.max() == 1:
+        summaries = values.copy()
+    elif len(counts) and counts.min() == counts.max():
         summaries = np.median(values.reshape(len(counts), -1), axis=1)
     else:
         # Each point's samples in order, then the middle one or two of each.
@@ -415,6 +419,7 @@ class _Tester:
         self.rng = rng
         # Refinement re-tests the same intervals round after round.
         self._done: dict[tuple[int, int], _Test] = {}
+        self._last_critical = math.nan
 
     def test(self, a: int, b: int) -> _Test:
         if (a, b) not in self._done:
@@ -456,7 +461,9 @@ class _Tester:
         scan = self.series.scan(a, b)
         assert scan is not None  # the test was significant
         low, high = 0.0, test.z  # log p is 0 below 1 and below the level at test.z
-        z = test.z
+        # Segments of similar length have similar critical values: the last one is a
+        # start that Newton takes from in one or two steps.
+        z = self._last_critical if 1.0 < self._last_critical < test.z else test.z
         for step in count():
             tails = self._weighted_tails(z, scan.tail)
             log_p = float(np.logaddexp.reduce(tails))
@@ -476,6 +483,7 @@ class _Tester:
             if abs(following - z) < _CRITICAL_XTOL or high - low < _CRITICAL_XTOL:
                 break
             z = following
+        self._last_critical = following
         return replace(test, threshold=following)
 
     def _log_permutation_p(self, centred: NDArray[np.float64], z: float) -> tuple[float, float]:
@@ -515,8 +523,8 @@ def _scan(centred: NDArray[np.float64]) -> NDArray[np.float64]:
     not all be equal.
     """
     m = centred.shape[1]
-    k = np.arange(MIN_SEGMENT, m - MIN_SEGMENT + 1)
-    partial = np.cumsum(centred, axis=1)[:, k - 1]
+    k = np.arange(MIN_SEGMENT, m - MIN_SEGMENT + 1, dtype=float)
+    partial = np.cumsum(centred, axis=1)[:, MIN_SEGMENT - 1 : m - MIN_SEGMENT]
     scale = np.sqrt(np.mean(centred[0] ** 2) * k * (m - k) / (m - 1))
     return np.abs(partial) / scale
 
@@ -527,12 +535,10 @@ def _log_tails(z: NDArray[np.float64], reached: NDArray[np.bool_], terms: _TailT
     For a standardized bridge sampled at k = 1..m-1,
     P(max |Z_k| > b) ~ b phi(b) sum_k m/(k(m-k)) nu(b sqrt(m/(k(m-k)))).
     Terms of splits that no order of the scores could make reach the observed statistic
-    (`reached` false) are left out of the sum.
+    (`reached` false) are left out of the sum. z must be positive.
     """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        nu = _overshoot(z[:, np.newaxis] * terms.scales)
-        total = np.sum(nu * np.where(reached, terms.weights, 0.0), axis=1)
-        log_p = np.log(z) - 0.5 * z * z - 0.5 * math.log(2.0 * math.pi) + np.log(total)
+    total = _overshoot(z[:, np.newaxis] * terms.scales) @ (terms.weights * reached)
+    log_p = np.log(z) - 0.5 * z * z - 0.5 * math.log(2.0 * math.pi) + np.log(np.maximum(total, 1e-300))
     # Below 1 the approximation, made for the tail, does not hold and the p-value is about
     # 1; where no split can reach z there is nothing to sum, and 1 is the cautious answer.
     return np.where((z < 1.0) | (total <= 0.0), 0.0, np.minimum(log_p, 0.0))
@@ -548,46 +554,65 @@ def _tail_terms(centred: NDArray[np.float64], ordered: NDArray[np.float64] | Non
     the p-value. `ordered` is the scores in ascending order, where they are known.
     """
     m = len(centred)
-    edge = min(_REACH_EDGE, m)
+    edge = min(_REACH_EDGE, m - 1)  # no split has m points on one side
     if ordered is None:
         ordered = np.sort(centred if m <= 2 * edge else
                           np.partition(centred, [edge - 1, m - edge])[np.r_[:edge, m - edge : m]])
-    top = np.cumsum(ordered[::-1][:edge])
+    layout = _split_layout(m)
+    top = np.cumsum(ordered[: -edge - 1 : -1])
     bottom = -np.cumsum(ordered[:edge])
-    variance = float(np.mean(centred**2))
+    bounds = np.maximum(top, bottom) / np.sqrt(float(np.mean(centred**2)) * layout.bound_scale)
+    reach = np.full(len(layout.weights), np.inf)
+    reach[layout.near] = bounds[layout.near_j]
+    reach[layout.far] = bounds[layout.far_j]
+    return _TailTerms(layout.weights, layout.scales, reach)
 
-    def bound(j: NDArray[np.intp]) -> NDArray[np.float64]:
-        return np.maximum(top[j - 1], bottom[j - 1]) / np.sqrt(variance * j * (m - j) / (m - 1))
 
+@dataclass(frozen=True)
+class _SplitLayout:
+    """What the tail terms of a segment of m points share with every segment of m points."""
+
+    weights: NDArray[np.float64]
+    scales: NDArray[np.float64]
+    bound_scale: NDArray[np.float64]  # j (m - j) / (m - 1), j = 1.._REACH_EDGE
+    near: NDArray[np.intp]  # terms of the splits k <= edge, bounded by the k most extreme
+    near_j: NDArray[np.intp]  # their k - 1
+    far: NDArray[np.intp]  # terms of the splits m - k <= edge, bounded by the m - k most extreme
+    far_j: NDArray[np.intp]  # their m - k - 1
+
+
+@lru_cache(maxsize=1024)
+def _split_layout(m: int) -> _SplitLayout:
+    edge = min(_REACH_EDGE, m - 1)  # no split has m points on one side
+    j = np.arange(1, edge + 1, dtype=float)
     integrated = m - 2 * edge - 1 > 2 * _QUADRATURE_NODES
     if integrated:
-        k = np.r_[MIN_SEGMENT : edge + 1, m - edge : m - MIN_SEGMENT + 1]
+        k = np.concatenate((np.arange(MIN_SEGMENT, edge + 1), np.arange(m - edge, m - MIN_SEGMENT + 1)))
     else:
         k = np.arange(MIN_SEGMENT, m - MIN_SEGMENT + 1)
-    reach = np.full(k.shape, np.inf)
-    near, far = k <= edge, m - k <= edge
-    reach[near] = bound(k[near])
-    reach[far] = bound(m - k[far])
+    near = np.flatnonzero(k <= edge)
+    # Where a split is near both ends (short segments), the far end's bound is taken.
+    far = np.flatnonzero(m - k <= edge)
+    near = np.setdiff1d(near, far)
     weights = m / (k * (m - k.astype(float)))
-    if not integrated:
-        return _TailTerms(weights, np.sqrt(weights), reach)
-    # Splits edge + 1 .. m - edge - 1, by the midpoint rule's integral from edge + 1/2 to
-    # m - edge - 1/2: the terms change by about 1/k per split there, so the error is
-    # of the order 1e-6 of the sum. The integrand is even in u.
-    half = math.log((m - edge - 0.5) / (edge + 0.5))
-    u = half * _GL_NODES
-    return _TailTerms(
-        weights=np.concatenate((weights, 2.0 * half * _GL_WEIGHTS)),
-        scales=np.concatenate((np.sqrt(weights), np.sqrt((2.0 + 2.0 * np.cosh(u)) / m))),
-        reach=np.concatenate((reach, np.full(_QUADRATURE_NODES, np.inf))),
-    )
+    scales = np.sqrt(weights)
+    if integrated:
+        # Splits edge + 1 .. m - edge - 1, by the midpoint rule's integral from edge + 1/2
+        # to m - edge - 1/2: the terms change by about 1/k per split there, so the error is
+        # of the order 1e-6 of the sum. The integrand is even in u.
+        half = math.log((m - edge - 0.5) / (edge + 0.5))
+        u = half * _GL_NODES
+        weights = np.concatenate((weights, 2.0 * half * _GL_WEIGHTS))
+        scales = np.concatenate((scales, np.sqrt((2.0 + 2.0 * np.cosh(u)) / m)))
+    return _SplitLayout(weights, scales, j * (m - j) / (m - 1), near, k[near] - 1, far, m - k[far] - 1)
 
 
 def _overshoot(x: NDArray[np.float64]) -> NDArray[np.float64]:
     """Siegmund's nu(x): how much sampling on a grid lowers a crossing probability."""
     half = x / 2.0
     density = np.exp(-0.5 * half * half) / math.sqrt(2.0 * math.pi)
-    return (2.0 / x) * (ndtr(half) - 0.5) / (half * ndtr(half) + density)
+    below = ndtr(half)
+    return (below - 0.5) / (half * (half * below + density))
 
 
 def _describe(
