@@ -27,8 +27,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
-from changepoint_calibration import ar1
 
+from changepoint_calibration import ar1
 from perfline.stats import changepoint
 
 NOISE = 0.02

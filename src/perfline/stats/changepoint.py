@@ -523,10 +523,16 @@ def _scan(centred: NDArray[np.float64]) -> NDArray[np.float64]:
     not all be equal.
     """
     m = centred.shape[1]
-    k = np.arange(MIN_SEGMENT, m - MIN_SEGMENT + 1, dtype=float)
     partial = np.cumsum(centred, axis=1)[:, MIN_SEGMENT - 1 : m - MIN_SEGMENT]
-    scale = np.sqrt(np.mean(centred[0] ** 2) * k * (m - k) / (m - 1))
-    return np.abs(partial) / scale
+    return np.abs(partial) / (math.sqrt(float(np.mean(centred[0] ** 2))) * _split_spread(m))
+
+
+@lru_cache(maxsize=1024)
+def _split_spread(m: int) -> NDArray[np.float64]:
+    """sqrt(k (m - k) / (m - 1)), k = MIN_SEGMENT..m-MIN_SEGMENT: a split's partial sum's
+    standard deviation over the scores' under random order."""
+    k = np.arange(MIN_SEGMENT, m - MIN_SEGMENT + 1, dtype=float)
+    return np.sqrt(k * (m - k) / (m - 1))
 
 
 def _log_tails(z: NDArray[np.float64], reached: NDArray[np.bool_], terms: _TailTerms) -> NDArray[np.float64]:
