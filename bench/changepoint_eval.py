@@ -43,7 +43,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -250,16 +250,16 @@ def _perfline(false_alarm_rate: float | None = None) -> Runner:
     detector = detect if false_alarm_rate is None else partial(detect, false_alarm_rate=false_alarm_rate)
 
     def run(cases: list[Case]) -> list[Outcome]:
-        results = []
-        for case in cases:
-            _, kept = _without_missing(case)
-            points = [case.points[i] for i in kept]
-            start = time.process_time()
-            found = detector(points)
-            seconds = time.process_time() - start
-            intervals = [(int(kept[c.index]), *c.ci_pct) for c in found]
-            results.append(Outcome([i for i, _, _ in intervals], seconds, intervals))
-        return results
+        bounds: list[list[tuple[float, float]]] = []  # each case's intervals, in the order found
+
+        def indexes(points: list[list[float]]) -> list[int]:
+            changes = detector(points)
+            bounds.append([c.ci_pct for c in changes])
+            return [c.index for c in changes]
+
+        outcomes = _timed(indexes)(cases)
+        return [replace(o, intervals=[(i, low, high) for i, (low, high) in zip(o.found, b, strict=True)])
+                for o, b in zip(outcomes, bounds, strict=True)]
 
     return run
 
