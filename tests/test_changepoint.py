@@ -198,3 +198,84 @@ def test_change_point_record_is_immutable() -> None:
     assert isinstance(change, ChangePoint)
     with pytest.raises(AttributeError):
         change.index = 3  # type: ignore[misc]
+
+
+def test_points_given_as_an_array_a_list_of_lists_or_values_agree() -> None:
+    rng = np.random.default_rng(12)
+    table = 100.0 * np.where(np.arange(120)[:, None] >= 70, 1.03, 1.0) * (1.0 + 0.02 * rng.standard_normal((120, 3)))
+    as_lists = detect(table.tolist())
+    assert detect(table) == as_lists
+    assert len(as_lists) == 1 and abs(as_lists[0].index - 70) <= 3
+    # One value a point: plain values, one-element lists, a mix, and a 1-D array.
+    values = table[:, 0]
+    expected = detect(values.tolist())
+    assert detect([[v] for v in values]) == expected
+    assert detect([v if i % 2 else [v] for i, v in enumerate(values)]) == expected
+    assert detect(values) == expected
+
+
+def test_ragged_points_are_summarized_by_their_medians() -> None:
+    # Points of 1-4 repetitions, one with a non-finite sample, step of 5 % at 50: the
+    # magnitude is of the medians, so a wild repetition in one point does not move it.
+    rng = np.random.default_rng(13)
+    points = [list(100.0 * (1.05 if i >= 50 else 1.0) * (1 + 0.01 * rng.standard_normal(1 + i % 4)))
+              for i in range(100)]
+    points[10].append(math.inf)
+    points[60][0] = 1e6 if len(points[60]) > 2 else points[60][0]
+    [change] = detect(points)
+    assert abs(change.index - 50) <= 2
+    assert change.ci_pct[0] < 5.0 < change.ci_pct[1]
+
+
+@pytest.mark.parametrize("m", [120, 200, 1000, 10_000, 100_000])
+def test_the_tail_sum_taken_by_quadrature_matches_the_sum_over_every_split(m: int) -> None:
+    # Further than _REACH_EDGE splits from the ends the tail sum is integrated; it must
+    # give the p-value of the sum over every split (measured: within 2e-6 in log p).
+    from perfline.stats import changepoint as cp
+
+    centred = np.random.default_rng(m).standard_normal(m)
+    centred -= centred.mean()
+    terms = cp._tail_terms(centred, None)
+    k = np.arange(cp.MIN_SEGMENT, m - cp.MIN_SEGMENT + 1)
+    weights = m / (k * (m - k.astype(float)))
+    every = cp._TailTerms(weights, np.sqrt(weights), np.full(len(k), np.inf))
+    z = np.array([3.0, 4.0, 5.0, 7.0])
+    exact = cp._log_tails(z, np.ones(len(k), dtype=bool), every)
+    integrated = cp._log_tails(z, np.ones(len(terms.weights), dtype=bool), terms)
+    np.testing.assert_allclose(integrated, exact, atol=1e-5)
+    assert np.all(exact < 0)
+
+
+def test_the_critical_value_has_the_levels_p_value() -> None:
+    from perfline.stats import changepoint as cp
+
+    values = _series(np.random.default_rng(14), 3000, {1800: 4.0}, phi=0.3)
+    series = cp._to_series(values)
+    rate = math.log(0.001)
+    tester = cp._Tester(series, rate, cp._Correlation(0.3, 0.02), np.random.default_rng(0))
+    test = tester.test(0, len(series))
+    assert test.significant
+    critical = tester.critical(0, len(series), test)
+    scan = series.scan(0, len(series))
+    assert scan is not None
+    assert tester._log_tail(critical.threshold, scan.tail) == pytest.approx(rate, abs=0.01)
+    assert 3.0 < critical.threshold < test.z
+
+
+def test_the_hodges_lehmann_order_statistics_are_those_of_a_full_sort() -> None:
+    from perfline.stats import changepoint as cp
+
+    rng = np.random.default_rng(15)
+    for _ in range(200):
+        n1, n2 = rng.integers(3, 160, 2)
+        # Rounded: many ties among the differences.
+        before = np.round(rng.standard_normal(n1), 1)
+        after = np.round(rng.standard_normal(n2) + 0.3, 1)
+        estimate, low, high = cp._hodges_lehmann(before, after, 1.5)
+        ordered = np.sort(np.subtract.outer(after, before).ravel())
+        last = len(ordered) - 1
+        assert estimate == (ordered[last // 2] + ordered[(last + 1) // 2]) / 2.0
+        # Moses: the c-th differences from each end, c from U's normal approximation.
+        sd = math.sqrt(1.5 * n1 * n2 * (n1 + n2 + 1) / 12.0)
+        c = min(max(0, math.floor(n1 * n2 / 2.0 - 1.959963984540054 * sd)), last // 2)
+        assert (low, high) == (ordered[c], ordered[last - c])

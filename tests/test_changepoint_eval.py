@@ -31,10 +31,22 @@ def test_perfline_runs_at_the_rate_it_is_given() -> None:
     rng = np.random.default_rng(4)
     values = 100.0 * np.where(np.arange(60) >= 40, 1.025, 1.0) * (1.0 + 0.02 * rng.standard_normal(60))
     case = evaluation.Case("weak step", [[v] for v in values], {"truth": [40]})
-    [(strict, _)] = evaluation._perfline(1e-6)([case])
-    [(loose, _)] = evaluation._perfline(0.05)([case])
-    assert strict == []
-    assert len(loose) == 1 and abs(loose[0] - 40) <= 5
+    [strict] = evaluation._perfline(1e-6)([case])
+    [loose] = evaluation._perfline(0.05)([case])
+    assert strict.found == []
+    assert len(loose.found) == 1 and abs(loose.found[0] - 40) <= 5
+    # The interval is the change point's, for the coverage column.
+    [(index, low, high)] = loose.intervals
+    assert index == loose.found[0] and low < 2.5 < high
+
+
+def test_coverage_counts_the_intervals_of_matched_steps_once() -> None:
+    case = evaluation.Case("two steps", [[1.0]] * 200, {"truth": [50, 120]}, {50: 3.0, 120: -4.0})
+    # 52 matches 50 and covers 3 %; 118 matches 120 and misses -4 %; 180 matches nothing.
+    outcome = evaluation.Outcome([52, 118, 180], 0.0, [(52, 2.0, 4.0), (118, -3.5, -1.0), (180, 0.0, 9.0)])
+    assert evaluation.interval_coverage(case, outcome) == (1, 2)
+    # Baselines give no intervals: nothing is matched, coverage is not claimed.
+    assert evaluation.interval_coverage(case, evaluation.Outcome([52, 118], 0.0)) == (0, 0)
 
 
 def test_looser_rates_and_the_trend_reference_are_extra_rows_that_are_not_timed() -> None:

@@ -30,6 +30,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from itertools import chain, count
 
 import numpy as np
 from numpy.typing import NDArray
@@ -63,14 +65,28 @@ _CI_LEVEL = 0.95
 # The p-value's sum leaves out splits no arrangement of the scores can make extreme
 # enough; that is checked for this many splits at each end, where it matters.
 _REACH_EDGE = 64
+# Further in, the sum's terms change smoothly from split to split and the sum is an
+# integral, taken by Gauss-Legendre quadrature on this many nodes of each half: a test
+# costs the same at 10,000 points as at 200 (the sum itself was 90 % of the time).
+_QUADRATURE_NODES = 16
+_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(2 * _QUADRATURE_NODES)
+# The upper half of the symmetric rule, on [0, 1].
+_GL_NODES, _GL_WEIGHTS = _GL_NODES[_QUADRATURE_NODES:], _GL_WEIGHTS[_QUADRATURE_NODES:]
 _MAX_MOVE_ROUNDS = 5
 # Nodes and weights of the Gauss-Hermite average over the autocorrelation's sampling error.
 _RHO_NODES, _RHO_WEIGHTS = np.polynomial.hermite_e.hermegauss(5)
 _RHO_WEIGHTS /= _RHO_WEIGHTS.sum()
 # P(Z >= z | selected) at the conditional interval's lower end, middle, upper end.
 _SELECTED_QUANTILES = (0.025, 0.5, 0.975)
-# How closely a critical |z| is solved for.
-_CRITICAL_XTOL = 1e-3
+# How closely a critical |z| is solved for, and how many Newton steps may be taken
+# before bisection (2-4 reach the tolerance where log p is smooth there). Newton's slope
+# leaves out the sum's own, a few % of it, so the error after a step is a few % of the
+# step: stopping at a step of 2e-4 leaves about 1e-5 (brentq's tolerance was 1e-3).
+_CRITICAL_XTOL = 2e-4
+_NEWTON_STEPS = 8
+# An estimate's z this far above the critical value is not moved by the selection: the
+# truncated normal's quantiles differ from the plain one's by less than 1e-12.
+_UNSELECTED_MARGIN = 10.0
 
 
 @dataclass(frozen=True)
@@ -83,13 +99,28 @@ class ChangePoint:
 
 
 @dataclass(frozen=True)
+class _TailTerms:
+    """Siegmund's sum over a segment's splits as terms weight * nu(z * scale).
+
+    The splits nearest each end are one term each, with the largest |z| any order of the
+    scores could give there (`reach`); the sum over the splits further in is an integral
+    over the log-odds of the split, u = log(k / (m - k)), where a split's term is
+    nu(z sqrt((2 + 2 cosh u) / m)) du: the quadrature's nodes are terms too, reachable.
+    """
+
+    weights: NDArray[np.float64]
+    scales: NDArray[np.float64]
+    reach: NDArray[np.float64]  # before the long-run variance correction
+
+
+@dataclass(frozen=True)
 class _Scan:
     """What a segment's test needs that does not depend on the noise's correlation."""
 
     centred: NDArray[np.float64]  # scores minus their mean
     z: float  # largest |z| over the splits, before the long-run variance correction
     best: int  # offset of that split's first point after it, within the segment
-    reach: NDArray[np.float64]  # largest |z| reachable at each split, before the correction
+    tail: _TailTerms  # the terms of the tail approximation's sum over the splits
 
 
 @dataclass(frozen=True)
@@ -100,39 +131,54 @@ class _Series:
     starts: NDArray[np.intp]  # offset of each point's first sample; one extra at the end
     summaries: NDArray[np.float64]  # median of each point's samples
     positions: NDArray[np.intp]  # index of each kept point in the caller's sequence
+    # Offsets of all samples in the order of their values: the samples of a segment, in
+    # order, are those of them within the segment, which is O(n) to pick out where
+    # sorting each segment again was O(n log n) (and the most of a test's time).
+    order: NDArray[np.intp] = field(init=False, repr=False)
     # Both passes and every refinement round test many of the same segments.
     _scans: dict[tuple[int, int], _Scan | None] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        # Ties get their mid-rank whichever way they were ordered: no stable sort needed.
+        object.__setattr__(self, "order", np.argsort(self.values))
 
     def __len__(self) -> int:
         return len(self.summaries)
 
-    def scores(self, a: int, b: int) -> NDArray[np.float64]:
-        """Mean mid-rank of each point's samples among all samples of points a..b-1.
+    def scores(self, a: int, b: int) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
+        """Mean mid-rank of each point's samples among all samples of points a..b-1, and
+        the scores in ascending order where the ranking gives them (one sample a point).
 
         When the points hold different numbers of samples, each mean is standardized by
         its spread under no change: a mean of 8 repetitions varies less than a single
         run, and unequal spreads would make the points' order matter under the null.
         """
-        lo, hi = self.starts[a], self.starts[b]
-        ranks = _midranks(self.values[lo:hi]) / (hi - lo)
+        lo, hi = int(self.starts[a]), int(self.starts[b])
+        order = self.order if hi - lo == len(self.values) else self.order[(self.order >= lo) & (self.order < hi)] - lo
+        ranks, ordered = _midranks(self.values[lo:hi][order], order)
+        ranks /= hi - lo
+        if b - a == hi - lo:  # one sample a point: the scores are the ranks
+            return ranks, ordered / (hi - lo)
         offsets = self.starts[a:b] - lo
         counts = np.diff(self.starts[a : b + 1])
         means = np.add.reduceat(ranks, offsets) / counts
         if counts.min() == counts.max():
-            return means
-        return (means - ranks.mean()) / np.sqrt(_point_variances(ranks, offsets, counts, means))
+            return means, None
+        return (means - ranks.mean()) / np.sqrt(_point_variances(ranks, offsets, counts, means)), None
 
     def scan(self, a: int, b: int) -> _Scan | None:
         """The rank scan of points a..b-1; None when all their scores tie."""
         if (a, b) not in self._scans:
-            scores = self.scores(a, b)
+            scores, ordered = self.scores(a, b)
             if scores.min() == scores.max():
                 self._scans[a, b] = None
             else:
-                centred = scores - scores.mean()
+                mean = scores.mean()
+                centred = scores - mean
                 z = _scan(centred[np.newaxis, :])[0]
                 best = int(np.argmax(z))
-                self._scans[a, b] = _Scan(centred, float(z[best]), MIN_SEGMENT + best, _reach(centred))
+                tail = _tail_terms(centred, None if ordered is None else ordered - mean)
+                self._scans[a, b] = _Scan(centred, float(z[best]), MIN_SEGMENT + best, tail)
         return self._scans[a, b]
 
 
@@ -176,39 +222,40 @@ def detect(
 
 
 def _to_series(points: Sequence[Sequence[float]] | Sequence[float]) -> _Series:
+    if isinstance(points, np.ndarray) and 1 <= points.ndim <= 2:
+        table = np.asarray(points, dtype=float).reshape(len(points), -1)
+        return _from_samples(table.ravel(), np.full(len(table), table.shape[1], dtype=np.intp))
     try:
-        table = np.asarray(points, dtype=float)
-    except ValueError:  # ragged: points with different numbers of repetitions
-        table = None
-    if table is not None and table.ndim <= 2 and table.size:
-        return _from_table(table.reshape(len(table), -1))
-    groups = [np.atleast_1d(np.asarray(p, dtype=float)) for p in points]
-    return _from_groups([g[np.isfinite(g)] for g in groups])
+        # Lists of repetitions, flattened without numpy's discovery of a nested list's
+        # shape, which took longer than the detection of a 10,000-point series.
+        counts = np.fromiter(map(len, points), dtype=np.intp, count=len(points))  # type: ignore[arg-type]
+        values = np.fromiter(chain.from_iterable(points), dtype=np.float64, count=int(counts.sum()))  # type: ignore[arg-type]
+    except TypeError:  # values, or values and lists mixed
+        groups = [np.atleast_1d(np.asarray(p, dtype=float)).ravel() for p in points]
+        counts = np.array([g.size for g in groups], dtype=np.intp)
+        values = np.concatenate(groups) if groups else np.empty(0)
+    return _from_samples(values, counts)
 
 
-def _from_table(table: NDArray[np.float64]) -> _Series:
-    """Fast path for the usual case: every point has the same number of repetitions."""
-    finite = np.isfinite(table)
+def _from_samples(values: NDArray[np.float64], counts: NDArray[np.intp]) -> _Series:
+    """The series of points with `counts` samples each, `values` point after point;
+    samples that are not finite are dropped, and points left without any."""
+    finite = np.isfinite(values)
     if not finite.all():
-        return _from_groups([row[ok] for row, ok in zip(table, finite, strict=True)])
-    rows, columns = table.shape
-    return _Series(
-        values=table.ravel(),
-        starts=np.arange(0, rows * columns + 1, columns, dtype=np.intp),
-        summaries=np.median(table, axis=1),
-        positions=np.arange(rows, dtype=np.intp),
-    )
-
-
-def _from_groups(groups: list[NDArray[np.float64]]) -> _Series:
-    kept = [i for i, g in enumerate(groups) if g.size]
-    counts = np.array([groups[i].size for i in kept], dtype=np.intp)
-    return _Series(
-        values=np.concatenate([groups[i] for i in kept]) if kept else np.empty(0),
-        starts=np.concatenate(([0], np.cumsum(counts))).astype(np.intp),
-        summaries=np.array([np.median(groups[i]) for i in kept]),
-        positions=np.array(kept, dtype=np.intp),
-    )
+        counts = np.bincount(np.repeat(np.arange(len(counts)), counts)[finite], minlength=len(counts))
+        values = values[finite]
+    positions = np.flatnonzero(counts)
+    counts = counts[positions]
+    starts = np.concatenate(([0], np.cumsum(counts))).astype(np.intp)
+    if len(counts) and counts.max() == 1:
+        summaries = values.copy()
+    elif len(counts) and counts.min() == counts.max():
+        summaries = np.median(values.reshape(len(counts), -1), axis=1)
+    else:
+        # Each point's samples in order, then the middle one or two of each.
+        ordered = values[np.lexsort((values, np.repeat(np.arange(len(counts)), counts)))]
+        summaries = (ordered[starts[:-1] + (counts - 1) // 2] + ordered[starts[:-1] + counts // 2]) / 2.0
+    return _Series(values=values, starts=starts, summaries=summaries, positions=positions.astype(np.intp))
 
 
 def _binary_segmentation(tester: _Tester) -> list[int]:
@@ -309,15 +356,20 @@ def _difference_correlation(series: _Series) -> float:
     return float(np.clip(lag2 / lag1 - 1.0 - 4.0 / math.sqrt(n), 0.0, _MAX_RHO))
 
 
-def _midranks(values: NDArray[np.float64]) -> NDArray[np.float64]:
-    """1-based ranks, ties sharing their average rank (scipy's rankdata, without its overhead)."""
-    order = np.argsort(values)
-    ordered = values[order]
-    starts = np.concatenate(([0], np.flatnonzero(ordered[1:] != ordered[:-1]) + 1))
-    ends = np.append(starts[1:], len(values))
-    ranks = np.empty(len(values))
-    ranks[order] = np.repeat((starts + ends + 1) / 2.0, ends - starts)
-    return ranks
+def _midranks(ordered: NDArray[np.float64], order: NDArray[np.intp]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """1-based ranks of values, ties sharing their average rank, from the values in
+    ascending order and their offsets; and the ranks in ascending order."""
+    m = len(ordered)
+    starts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    if len(starts) == m - 1:  # no ties
+        sorted_ranks = np.arange(1.0, m + 1.0)
+    else:
+        starts = np.concatenate(([0], starts))
+        ends = np.append(starts[1:], m)
+        sorted_ranks = np.repeat((starts + ends + 1) / 2.0, ends - starts)
+    ranks = np.empty(m)
+    ranks[order] = sorted_ranks
+    return ranks, sorted_ranks
 
 
 @dataclass(frozen=True)
@@ -369,6 +421,7 @@ class _Tester:
         self.rng = rng
         # Refinement re-tests the same intervals round after round.
         self._done: dict[tuple[int, int], _Test] = {}
+        self._last_critical = math.nan
 
     def test(self, a: int, b: int) -> _Test:
         if (a, b) not in self._done:
@@ -380,32 +433,60 @@ class _Tester:
         if scan is None:  # too short, or all tied: nothing can have changed
             return _Test(split=a, log_p=0.0, significant=False)
         z = scan.z / math.sqrt(self.factor)
-        reach = scan.reach / math.sqrt(self.factor)
-        log_p = self._log_tail(z, reach)
+        log_p = self._log_tail(z, scan.tail)
         threshold = math.nan
         if len(scan.centred) <= _PERMUTATION_MAX_POINTS and log_p >= self.log_alpha:
             log_p, threshold = self._log_permutation_p(scan.centred, z)
         return _Test(split=a + scan.best, log_p=log_p, significant=log_p < self.log_alpha, z=z,
                      threshold=threshold)
 
-    def _log_tail(self, z: float, reach: NDArray[np.float64]) -> float:
+    def _log_tail(self, z: float, terms: _TailTerms) -> float:
         """log p of the largest |z| (after the factor) by the tail approximation, averaged over rho's error."""
-        tails = [_log_tail(z * c, reach * c) for c in self.inflation]
-        return float(np.logaddexp.reduce(self.log_weights + np.array(tails)))
+        return float(np.logaddexp.reduce(self._weighted_tails(z, terms)))
+
+    def _weighted_tails(self, z: float, terms: _TailTerms) -> NDArray[np.float64]:
+        """log(weight * p) at each node of rho's error: a statistic divided by the factor
+        of the node's rho is z * inflation there, and the same splits can reach it."""
+        reached = terms.reach >= z * math.sqrt(self.factor) * (1.0 - 1e-12)
+        return self.log_weights + _log_tails(z * self.inflation, reached, terms)
 
     def critical(self, a: int, b: int, test: _Test) -> _Test:
         """The significant `test` of points a..b-1 with the |z| its level asks for.
 
         The permutation test kept its own; for the tail approximation it is solved for
-        here, only for the tests that are reported.
+        here, only for the tests that are reported: by Newton's method on log p against
+        z^2, whose slope is about 1/(2 z^2) - c^2/2 at a node with inflation c (the sum's
+        own change is slow), kept inside the bracket that each evaluation narrows.
         """
         if not math.isnan(test.threshold):
             return test
         scan = self.series.scan(a, b)
         assert scan is not None  # the test was significant
-        reach = scan.reach / math.sqrt(self.factor)
-        threshold = brentq(lambda z: self._log_tail(z, reach) - self.log_alpha, 0.0, test.z, xtol=_CRITICAL_XTOL)
-        return replace(test, threshold=float(threshold))
+        low, high = 0.0, test.z  # log p is 0 below 1 and below the level at test.z
+        # Segments of similar length have similar critical values: the last one is a
+        # start that Newton takes from in one or two steps.
+        z = self._last_critical if 1.0 < self._last_critical < test.z else test.z
+        for step in count():
+            tails = self._weighted_tails(z, scan.tail)
+            log_p = float(np.logaddexp.reduce(tails))
+            if log_p < self.log_alpha:
+                high = z
+            else:
+                low = z
+            # In z^2 log p is nearly linear (the normal density's exponent), which Newton
+            # needs to get from a statistic far above the level in few steps.
+            slopes = np.where(z * self.inflation >= 1.0, 0.5 / (z * z) - 0.5 * self.inflation**2, 0.0)
+            slope = float(np.dot(np.exp(tails - log_p), slopes))
+            squared = z * z - (log_p - self.log_alpha) / slope if slope < 0.0 else -1.0
+            # log p jumps where a split stops being reachable, and may jump over the level:
+            # Newton then goes to and fro across the jump, which bisection closes in on.
+            newton = step < _NEWTON_STEPS and low**2 < squared < high**2
+            following = math.sqrt(squared) if newton else (low + high) / 2.0
+            if abs(following - z) < _CRITICAL_XTOL or high - low < _CRITICAL_XTOL:
+                break
+            z = following
+        self._last_critical = following
+        return replace(test, threshold=following)
 
     def _log_permutation_p(self, centred: NDArray[np.float64], z: float) -> tuple[float, float]:
         """Monte Carlo p-value of the maximum |z| over random orders of the scores, and
@@ -444,67 +525,102 @@ def _scan(centred: NDArray[np.float64]) -> NDArray[np.float64]:
     not all be equal.
     """
     m = centred.shape[1]
-    k = np.arange(MIN_SEGMENT, m - MIN_SEGMENT + 1)
-    partial = np.cumsum(centred, axis=1)[:, k - 1]
-    scale = np.sqrt(np.mean(centred[0] ** 2) * k * (m - k) / (m - 1))
-    return np.abs(partial) / scale
+    partial = np.cumsum(centred, axis=1)[:, MIN_SEGMENT - 1 : m - MIN_SEGMENT]
+    return np.abs(partial) / (math.sqrt(float(np.mean(centred[0] ** 2))) * _split_spread(m))
 
 
-def _log_tail(z: float, reach: NDArray[np.float64]) -> float:
-    """log P(max_k |Z_k| >= z) under no change, after Siegmund (1988).
+@lru_cache(maxsize=1024)
+def _split_spread(m: int) -> NDArray[np.float64]:
+    """sqrt(k (m - k) / (m - 1)), k = MIN_SEGMENT..m-MIN_SEGMENT: a split's partial sum's
+    standard deviation over the scores' under random order."""
+    k = np.arange(MIN_SEGMENT, m - MIN_SEGMENT + 1, dtype=float)
+    return np.sqrt(k * (m - k) / (m - 1))
+
+
+def _log_tails(z: NDArray[np.float64], reached: NDArray[np.bool_], terms: _TailTerms) -> NDArray[np.float64]:
+    """log P(max_k |Z_k| >= z) under no change for each z, after Siegmund (1988).
 
     For a standardized bridge sampled at k = 1..m-1,
     P(max |Z_k| > b) ~ b phi(b) sum_k m/(k(m-k)) nu(b sqrt(m/(k(m-k)))).
-    Splits that no order of the scores could make reach b (`reach`, one per split
-    k = MIN_SEGMENT..m-MIN_SEGMENT) are left out of the sum.
+    Terms of splits that no order of the scores could make reach the observed statistic
+    (`reached` false) are left out of the sum. z must be positive.
     """
-    if z < 1.0:  # the approximation is for the tail; below 1 the p-value is about 1
-        return 0.0
-    m = len(reach) + 2 * MIN_SEGMENT - 1
-    k = np.arange(MIN_SEGMENT, m - MIN_SEGMENT + 1)[reach >= z * (1.0 - 1e-12)]
-    if k.size == 0:
-        return 0.0
-    weight = m / (k * (m - k.astype(float)))
-    total = float(np.sum(weight * _overshoot(z * np.sqrt(weight))))
-    log_p = math.log(z) - 0.5 * z * z - 0.5 * math.log(2.0 * math.pi) + math.log(total)
-    return min(0.0, log_p)
+    total = _overshoot(z[:, np.newaxis] * terms.scales) @ (terms.weights * reached)
+    log_p = np.log(z) - 0.5 * z * z - 0.5 * math.log(2.0 * math.pi) + np.log(np.maximum(total, 1e-300))
+    # Below 1 the approximation, made for the tail, does not hold and the p-value is about
+    # 1; where no split can reach z there is nothing to sum, and 1 is the cautious answer.
+    return np.where((z < 1.0) | (total <= 0.0), 0.0, np.minimum(log_p, 0.0))
 
 
-def _reach(centred: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Largest |Z_k| any order of the scores could give, k = MIN_SEGMENT..m-MIN_SEGMENT.
+def _tail_terms(centred: NDArray[np.float64], ordered: NDArray[np.float64] | None) -> _TailTerms:
+    """The terms of the tail sum of a segment with these centred scores (see _TailTerms).
 
-    That is the k most extreme scores on one side. They sum to 0, so the k largest on one
-    side are the m - k smallest on the other, and a split near the far end has the
-    bound of m - k. Only the _REACH_EDGE splits nearest each end are worked out, from a
-    partial sort; further in, every split counts as reachable, which can only raise the
-    p-value.
+    A split's reach is the k most extreme scores on one side. They sum to 0, so the k
+    largest on one side are the m - k smallest on the other, and a split near the far end
+    has the bound of m - k. Only the _REACH_EDGE splits nearest each end are worked out,
+    from a partial sort; further in, every split counts as reachable, which can only raise
+    the p-value. `ordered` is the scores in ascending order, where they are known.
     """
     m = len(centred)
-    edge = min(_REACH_EDGE, m)
-    if m <= 2 * edge:
-        ordered = np.sort(centred)
-    else:
-        ordered = np.sort(np.partition(centred, [edge - 1, m - edge])[np.r_[:edge, m - edge : m]])
-    top = np.cumsum(ordered[::-1][:edge])
+    edge = min(_REACH_EDGE, m - 1)  # no split has m points on one side
+    if ordered is None:
+        ordered = np.sort(centred if m <= 2 * edge else
+                          np.partition(centred, [edge - 1, m - edge])[np.r_[:edge, m - edge : m]])
+    layout = _split_layout(m)
+    top = np.cumsum(ordered[: -edge - 1 : -1])
     bottom = -np.cumsum(ordered[:edge])
-    variance = float(np.mean(centred**2))
+    bounds = np.maximum(top, bottom) / np.sqrt(float(np.mean(centred**2)) * layout.bound_scale)
+    reach = np.full(len(layout.weights), np.inf)
+    reach[layout.near] = bounds[layout.near_j]
+    reach[layout.far] = bounds[layout.far_j]
+    return _TailTerms(layout.weights, layout.scales, reach)
 
-    def bound(j: NDArray[np.intp]) -> NDArray[np.float64]:
-        return np.maximum(top[j - 1], bottom[j - 1]) / np.sqrt(variance * j * (m - j) / (m - 1))
 
-    k = np.arange(MIN_SEGMENT, m - MIN_SEGMENT + 1)
-    reach = np.full(k.shape, np.inf)
-    near, far = k <= edge, m - k <= edge
-    reach[near] = bound(k[near])
-    reach[far] = bound(m - k[far])
-    return reach
+@dataclass(frozen=True)
+class _SplitLayout:
+    """What the tail terms of a segment of m points share with every segment of m points."""
+
+    weights: NDArray[np.float64]
+    scales: NDArray[np.float64]
+    bound_scale: NDArray[np.float64]  # j (m - j) / (m - 1), j = 1.._REACH_EDGE
+    near: NDArray[np.intp]  # terms of the splits k <= edge, bounded by the k most extreme
+    near_j: NDArray[np.intp]  # their k - 1
+    far: NDArray[np.intp]  # terms of the splits m - k <= edge, bounded by the m - k most extreme
+    far_j: NDArray[np.intp]  # their m - k - 1
+
+
+@lru_cache(maxsize=1024)
+def _split_layout(m: int) -> _SplitLayout:
+    edge = min(_REACH_EDGE, m - 1)  # no split has m points on one side
+    j = np.arange(1, edge + 1, dtype=float)
+    integrated = m - 2 * edge - 1 > 2 * _QUADRATURE_NODES
+    if integrated:
+        k = np.concatenate((np.arange(MIN_SEGMENT, edge + 1), np.arange(m - edge, m - MIN_SEGMENT + 1)))
+    else:
+        k = np.arange(MIN_SEGMENT, m - MIN_SEGMENT + 1)
+    near = np.flatnonzero(k <= edge)
+    # Where a split is near both ends (short segments), the far end's bound is taken.
+    far = np.flatnonzero(m - k <= edge)
+    near = np.setdiff1d(near, far)
+    weights = m / (k * (m - k.astype(float)))
+    scales = np.sqrt(weights)
+    if integrated:
+        # Splits edge + 1 .. m - edge - 1, by the midpoint rule's integral from edge + 1/2
+        # to m - edge - 1/2: the terms change by about 1/k per split there, so the error is
+        # of the order 1e-6 of the sum. The integrand is even in u.
+        half = math.log((m - edge - 0.5) / (edge + 0.5))
+        u = half * _GL_NODES
+        weights = np.concatenate((weights, 2.0 * half * _GL_WEIGHTS))
+        scales = np.concatenate((scales, np.sqrt((2.0 + 2.0 * np.cosh(u)) / m)))
+    return _SplitLayout(weights, scales, j * (m - j) / (m - 1), near, k[near] - 1, far, m - k[far] - 1)
 
 
 def _overshoot(x: NDArray[np.float64]) -> NDArray[np.float64]:
     """Siegmund's nu(x): how much sampling on a grid lowers a crossing probability."""
     half = x / 2.0
     density = np.exp(-0.5 * half * half) / math.sqrt(2.0 * math.pi)
-    return (2.0 / x) * (ndtr(half) - 0.5) / (half * ndtr(half) + density)
+    below = ndtr(half)
+    return (below - 0.5) / (half * (half * below + density))
 
 
 def _describe(
@@ -559,6 +675,8 @@ def _selected(shift: tuple[float, float, float], test: _Test) -> tuple[float, fl
         return shift
     z = estimate / down
     threshold = test.threshold * z / test.z
+    if z - threshold > _UNSELECTED_MARGIN:
+        return shift
     lower, middle, upper = (_truncated_mean(z, threshold, q) for q in _SELECTED_QUANTILES)
     moved = (estimate - (z - middle) * down, estimate - (z - lower) * down, estimate + (upper - z) * up)
     if sign > 0:
@@ -593,8 +711,14 @@ def _hodges_lehmann(
     sd = math.sqrt(factor * n1 * n2 * (n1 + n2 + 1) / 12.0)
     last = diffs.size - 1
     c = min(max(0, math.floor(n1 * n2 / 2.0 - z * sd)), last // 2)
-    # Selection instead of a full sort: only four order statistics are needed.
-    low, mid_low, mid_high, high = np.partition(diffs, [c, last // 2, (last + 1) // 2, last - c])[
-        [c, last // 2, (last + 1) // 2, last - c]
-    ]
+    # Selection instead of a full sort: only four order statistics are needed. One
+    # partition at the median, then one in each half, is 3x faster than numpy's
+    # partition at all four at once (which re-partitions the whole array for each).
+    middle = last // 2
+    diffs = np.partition(diffs, middle)
+    lower, upper = diffs[:middle], diffs[middle + 1 :]
+    mid_low = diffs[middle]
+    mid_high = upper.min() if last % 2 else mid_low
+    low = np.partition(lower, c)[c] if c < middle else mid_low
+    high = np.partition(upper, last - c - middle - 1)[last - c - middle - 1] if last - c > middle else mid_low
     return float(mid_low + mid_high) / 2.0, float(low), float(high)
