@@ -140,7 +140,7 @@ def track_part(name: str, tracker_text: str) -> dict[str, object]:
             "bisection runs": int(probes.group(1)) if probes else 0,
             "seconds": round(seconds),
             "recorded": "; ".join(f"{r['kind']} {r['metric']} {r['change_pct']:+.2f}% between {r['good'][:8]} and "
-                                  f"{r['bad'][:8]}" for r in regressions) or "nothing",
+                                  f"{r['bad'][:8]} ({r['status']})" for r in regressions) or "nothing",
             "culprit": "; ".join(f"{r['culprit'][:12]} {r['culprit_subject']}" for r in regressions if r.get("culprit"))
                        or "-",
         }
@@ -210,7 +210,9 @@ def main() -> None:
                   f"{'met' if row['runs a commit'] == 1 else 'MISSED'}; bisection runs {row['bisection runs']} "
                   f"(target <= 15: {'met' if 0 < int(str(row['bisection runs'])) <= 15 else 'MISSED'})")
         else:
-            print(f"wall: the 0.5% step {'missed, as expected' if row['recorded'] == 'nothing' else 'recorded'}")
+            found = str(row["culprit"]).endswith(f"change {CULPRIT} (more work)")
+            print(f"wall: the 0.5% step's culprit {'found' if found else 'missed, as expected'}"
+                  + ("" if row["recorded"] == "nothing" else " (what it recorded is in its row)"))
     if "slowdown" not in skip:
         slowdown_part(args.slowdown_runs)
 
