@@ -143,7 +143,7 @@ def _run(store: Store, record: BisectionRecord, as_json: bool, pace_tolerance: f
         console.print(probes_table(store, outcome.record, commits))
         for line in outcome_lines(outcome, commits):
             console.print(line)
-    if outcome.result.status is not BisectionStatus.FOUND:
+    if outcome.result.status not in (BisectionStatus.FOUND, BisectionStatus.RANGE):
         raise typer.Exit(EXIT_FAILED)
 
 

@@ -87,6 +87,8 @@ class RegressionReport:
         r = self.regression
         commit = self.culprit.sha if self.culprit else r.bad or self.after.info.kernel_commit
         sha = commit[:10] if commit else f"run{r.after_run_id}"
+        if r.culprits:  # a range: the commits the change may be in, never one of them
+            sha = f"{r.culprits[0].sha[:10]}..{r.culprits[-1].sha[:10]} ({len(r.culprits)} commits)"
         subsystem = f"[{self.subsystem}] " if self.subsystem else ""
         kind = r.kind if r.kind in ("regression", "improvement") else "change"
         return f"[{self.name}:{self.branch}] {subsystem}{sha}: {r.metric} {r.change_pct:+.1f}% {kind}"
@@ -279,6 +281,9 @@ def text(report: RegressionReport) -> str:
         c = report.culprit
         out.append(f'commit: {c.sha} ("{c.subject}")')
         out.append(f"author: {c.author}" + (f", {c.date.isoformat()}" if c.date else ""))
+    if r.culprits:
+        out.append("the first bad commit could be any of: " + " ".join(c.sha[:12] for c in r.culprits))
+        out += [f'  {c.sha[:12]} ("{c.subject}"): {c.why}' for c in r.culprits]
     if report.good and report.bad:
         out.append(f"range: {report.good.sha[:12]}..{report.bad.sha[:12]} (the tested commits around the change)")
     if report.url:
@@ -339,7 +344,10 @@ def text(report: RegressionReport) -> str:
         confirmation = result.get("confirmation")
         if confirmation:
             low, high = confirmation["ci_pct"]
-            out.append(f"A/B of the culprit against its parent: {confirmation['decision']}, "
+            pair = ("the culprit against its parent" if not r.culprits else
+                    f"{str(result.get('first_bad_tested', '?'))[:12]} (the first bad commit tested) against "
+                    f"{str(result.get('parent', '?'))[:12]} (the last good one)")
+            out.append(f"A/B of {pair}: {confirmation['decision']}, "
                        f"{confirmation['change_pct']:+.2f}% [{low:+.2f}, {high:+.2f}], p={confirmation['p_value']:.2g}, "
                        f"{confirmation['samples']} samples")
         out.append(f"  {'#':>3} {'commit':<12} {'phase':<8} {'value':>10}  most probable then (P)")

@@ -152,6 +152,9 @@ class RegressionRow(Base):
     bisection_id: Mapped[int | None] = mapped_column(ForeignKey("bisections.id", ondelete="SET NULL"))
     culprit: Mapped[str | None] = mapped_column(String(64))
     culprit_subject: Mapped[str | None] = mapped_column(Text)
+    # A bisection that ended on a range (a commit next to the change could not be built
+    # or run): each commit the change may be in, {"sha", "subject", "why"}; culprit empty.
+    culprits: Mapped[list[Any] | None] = mapped_column(JSON)
     # Triage by people (the dashboard), beside the tracker's own status: Perfherder's
     # states, an owner and a due date.
     triage: Mapped[str] = mapped_column(String(16), default="untriaged", server_default="untriaged")

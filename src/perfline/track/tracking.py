@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from perfline import git
 from perfline.bisect.driver import Progress
-from perfline.bisect.worktree import Builder
+from perfline.builds.worktree import Builder
 from perfline.records.status import BisectionStatus, RegressionStatus
 from perfline.runner import RunContext
 from perfline.store import Regression, Store

@@ -234,7 +234,7 @@ def _by_range(listed: list[Regression]) -> list[dict[str, Any]]:
         groups[key].append(r)
     out = []
     for (tracker, first, last), members in groups.items():
-        named = next((r for r in members if r.culprit), None)
+        named = next((r for r in members if r.culprit or r.culprits), None)
         out.append({"tracker": tracker, "range": f"{str(first)[:12]}..{str(last)[:12]}" if tracker or
                     isinstance(first, str) else f"runs {first}..{last}", "regressions": members,
                     "culprits": culprits(named) if named else [], "newest": max(r.updated_at for r in members)})

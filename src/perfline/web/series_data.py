@@ -124,9 +124,12 @@ def _marks(points: list[Point], regressions: list[Regression]) -> list[dict[str,
 
 
 def culprits(r: Regression) -> list[dict[str, str | None]]:
-    """The commits a regression was narrowed to, as a list: a bisection that cannot
-    split two commits (one of them would not build) names more than one."""
-    return [{"commit": r.culprit, "subject": r.culprit_subject}] if r.culprit else []
+    """The commits a regression was narrowed to, as a list: the culprit, or the range a
+    bisection ended on (a commit next to the change could not be built or run), each
+    with why it is there."""
+    if r.culprit:
+        return [{"commit": r.culprit, "subject": r.culprit_subject, "why": None}]
+    return [{"commit": c.sha, "subject": c.subject, "why": c.why} for c in r.culprits]
 
 
 def _subjects(store: Store) -> dict[str, str]:

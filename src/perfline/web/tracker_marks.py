@@ -29,7 +29,7 @@ def tracker_marks(store: Store, tracker: str, numbers: list[DailyNumber]) -> lis
     marks = []
     for (good, bad), found in sorted(ranges.items(), key=lambda kv: positions[kv[0][0]]):
         found.sort(key=lambda r: r.id)
-        named = next((r for r in found if r.culprit), found[0])
+        named = next((r for r in found if r.culprit or r.culprits), found[0])
         marks.append({
             "from": positions[good], "to": positions[bad], "good": good, "bad": bad,
             "kind": "regression" if any(r.kind == "regression" for r in found) else found[0].kind,
