@@ -73,7 +73,7 @@ demo: install-deps install native web-assets
 # violation.
 screenshots: install-deps install native web-assets
 	scratch=$$(mktemp -d) && trap 'rm -rf "$$scratch"' EXIT && \
-	(cd "$$scratch" && $(CURDIR)/examples/track/demo.sh $(CURDIR)/$(BIN)/perfline >demo.log 2>&1 || \
+	(cd "$$scratch" && $(CURDIR)/examples/track/demo.sh $(abspath $(BIN))/perfline >demo.log 2>&1 || \
 		{ cat demo.log; exit 1; }) && \
 	$(BIN)/python web/pages.py --db "$$scratch/track-demo.db" screenshots docs/images && \
 	$(BIN)/python web/pages.py --db "$$scratch/track-demo.db" audit

@@ -126,6 +126,33 @@ def test_the_front_page_marks_the_range_and_the_culprit_at_its_commit(varied: Pa
     assert mark["from"] < culprit["position"] <= mark["to"]
 
 
+def test_a_range_of_culprits_is_shown_whole(tracked_history: Path, tmp_path: Path) -> None:
+    """A bisection that ended on a range (a commit next to the change did not build):
+    every commit of it on the regressions list and on the front page's chart."""
+    from fastapi.testclient import TestClient
+
+    from perfline.store.store import Suspect
+    from perfline.web.app import create_app
+    from perfline.web.assets import vendor_dir
+    from perfline.web.auth import Tokens
+
+    shutil.copy(tracked_history / "db", tmp_path / "db")
+    store = Store.open(str(tmp_path / "db"))
+    culprit = store.get_regression(1).culprit
+    assert culprit is not None
+    commits = store.bisection(1).spec.commits
+    parent = commits[commits.index(culprit) - 1]
+    store.set_regression_narrowing(1, culprits=[Suspect(parent, "change 40", "did not build"),
+                                                Suspect(culprit, "change 41", "measured bad")])
+    client = TestClient(create_app(store, Tokens({}), vendor_dir()))
+    listed = client.get("/regressions").text
+    assert "any of 2:" in listed and f"<code>{parent[:12]}</code> change 40 <small>(did not build)</small>" in listed
+    [mark] = client.get("/api/trackers").json()[0]["marks"]
+    first, second = mark["culprits"]
+    assert (first["commit"], second["commit"]) == (parent, culprit)
+    assert second["position"] == first["position"] + 1
+
+
 def test_a_bisection_shows_its_posterior_after_each_probe(tracked_history: Path) -> None:
     store = Store.open(str(tracked_history / "db"))
     record = store.bisection(1)

@@ -47,7 +47,7 @@ def series_json(store: Store, metric: str, case_key: str | None, machine_id: str
         points = _points(members)
         marks = _marks(points, [r for r in regressions if r.case_key == case and r.machine_id == machine])
         size = max(1, -(-len(points) // max_points))  # ceil: buckets of `size` points
-        columns = _columns(points if size == 1 else _buckets(points, size), subjects)
+        columns = _columns(points if size == 1 else _buckets(points, size), subjects, bucketed=size > 1)
         out.append({"name": name, "case": case, "machine_id": machine, "hostname": members[0][3],
                     "points_total": len(points), "downsampled": size > 1, "bucket": size, "points": columns,
                     "changes": [{**m, "x": m["x"] // size, "from": m["from"] // size} for m in marks]})
@@ -87,11 +87,13 @@ def _buckets(points: list[Point], size: int) -> list[Point]:
     return merged
 
 
-def _columns(points: list[Point], subjects: dict[str, str]) -> dict[str, list[Any]]:
+def _columns(points: list[Point], subjects: dict[str, str], bucketed: bool) -> dict[str, list[Any]]:
+    """A bucket is named by its first commit but has no commit or subject of its own."""
+    one = not bucketed
     return {
         "name": [(p[1] or "")[:12] or f"run {p[3][0]}" for p in points],
-        "commit": [p[1] for p in points],
-        "subject": [subjects.get(p[1] or "") for p in points],
+        "commit": [p[1] if one else None for p in points],
+        "subject": [subjects.get(p[1] or "") if one else None for p in points],
         "label": [p[2] for p in points],
         # SQLite gives naive UTC, PostgreSQL aware times.
         "time": [p[0].timestamp() if p[0].tzinfo else (p[0] - _EPOCH).total_seconds() for p in points],

@@ -115,7 +115,8 @@ function mergeSeries(series) {
   const index = new Map(keys.map((k, x) => [k, x]));
   const names = keys.map((k) => {
     const { s, i } = first.get(k);
-    return s.points.commit[i] ? short(s.points.commit[i]) : s.points.name[i];
+    const name = s.points.name[i];  // a bucket's: its first commit's sha, to 12 characters
+    return s.points.commit[i] ? short(s.points.commit[i]) : (/^[0-9a-f]+$/.test(name) ? short(name) : name);
   });
   // at[k][x]: the point of series k at x, or null
   const at = series.map((s) => {
