@@ -284,9 +284,10 @@ def _bisection(store: Store, bisection_id: int) -> dict[str, Any]:
                "probability": None if step.culprit is None else step.probability}
               for i, step in enumerate(steps, start=1)]
     result = record.result or {}
-    culprits = result.get("culprits") or ([result["culprit"]] if result.get("culprit") else [])
+    # The culprit, or the range the bisection ended on.
+    suspects = result.get("culprits") or ([result["culprit"]] if result.get("culprit") else [])
     return {"record": record, "probes": probes, "posterior": posterior_map(record.spec.commits, steps),
-            "culprits": culprits}
+            "culprits": suspects}
 
 
 def _jsonable(value: Any) -> Any:
