@@ -1,6 +1,7 @@
 """Simulated tracking of a 1000-commit history: what each selection costs and finds.
 
     .venv/bin/python bench/track_sim.py [--trials 100] [--quick] [--jobs N]
+                                        [--every N] [--rules learned|today]
 
 Every trial draws a culprit uniformly from commits 50..949 and a step of 3-10% (a
 lower-is-better time that got slower); the noise of one repetition is lognormal with
@@ -10,18 +11,31 @@ history, as one pass over it (`track run` after `since` was set 1000 commits bac
 
 - test the selected commits (every 1, 8, 32, and `daily` as every 10: a branch that
   gets 10 commits a day), one run of 5 repetitions each;
-- judge: each tested commit against the one before it with perfline's comparison
-  (stats.two_sample, runs as the unit, α 0.01, floor 1%), and the change points of the
-  series (stats.changepoint) once it has 6 points; a change point within 5 points of a
-  known one is that one (analysis.regressions.MARGIN);
+- judge: each tested commit against the one before it with the tracker's own rule
+  (track.judging.judge_pair: stats.two_sample, runs as the unit, α 0.01, floor 1%),
+  and the change points of the series (stats.changepoint) once it has 6 points; a
+  change point within 5 points of a known one is that one (analysis.regressions.MARGIN).
+  `--rules learned` (the tracker's rules now): the between-run variation a one-run side
+  is given is learned from the series (track.learned_noise, over its last 30 tested
+  commits), and with narrowing on a pair inconclusive at 0.01 but p < 0.05 beyond the
+  floor is screened in (judging.SCREEN_ALPHA), and a change point's range spans every
+  place its data cannot tell from it (judging.change_span). `--rules today`: the
+  assumed 1%, no screen, a change point's range its one pair (the rules before issue
+  27), for the comparison in docs/track.md;
 - narrow every regression opened: confirm with the sequential interleaved A/B (at most
-  20 pairs) of its two tested commits; bisect a confirmed one with perfline's Bisection,
-  the tested runs of both ends as its history (5 samples each).
+  20 pairs) of its two tested commits, a record the A/B leaves inconclusive ending
+  false-alarm ("not confirmed"); bisect a confirmed one with perfline's Bisection, the
+  tested runs of both ends as its history (5 samples each).
 
-Printed per selection and noise: commits tested, runs (perfline runs: a test, a side of
-a confirmation, a bisection probe), benchmark executions (repetitions), regressions
-opened that were not the real change (false), the real change detected, and the exact
-culprit found (the bisection's answer is the culprit itself).
+Printed per selection and noise: commits tested; runs (perfline runs: a test, a side of
+a confirmation, a bisection probe; the budget's unit) and executions (repetitions) of
+the whole pass; records opened that were not the real change (false, per trial), how
+many of them the screen opened, how many survived their confirmation (per 1000
+commits), and what all false records cost (runs, executions); the real change
+detected, exact (the bisection ended `found` with the culprit itself), and found-wrong
+(`found`, another commit); per real regression narrowed: runs and executions of its
+two tested commits, its confirmation and its bisection; the mean between-run noise the
+tracker learned (%; the simulated offset is 0.5%).
 """
 
 from __future__ import annotations
@@ -38,18 +52,22 @@ import numpy as np
 from perfline.analysis.regressions import MARGIN
 from perfline.bisect import Bisection
 from perfline.records.metric import Direction, Metric
+from perfline.records.status import BisectionStatus
 from perfline.stats.changepoint import detect
 from perfline.stats.sequential import SequentialPlan
-from perfline.stats.two_sample import REGRESSION, compare
+from perfline.stats.two_sample import ASSUMED_BETWEEN_RUN_CV_PCT, REGRESSION
+from perfline.track.judging import change_span, judge_pair
+from perfline.track.learned_noise import Noise, learn_noise
+from perfline.track.narrowing import CONFIRM_MAX_PAIRS
 
 N_COMMITS = 1000
 REPEAT = 5
 BETWEEN_RUNS = 0.005
-CONFIRM_PAIRS = 20
 FLOOR_PCT = 1.0
 METRIC = Metric("t", "s", Direction.LOWER)
 SELECTIONS = {"every 1": 1, "every 8": 8, "daily (10/day)": 10, "every 32": 32}
 NOISES = (0.01, 0.02, 0.03)
+NARROWED = ("regression",)  # narrow: true
 
 
 @dataclass(frozen=True)
@@ -58,8 +76,16 @@ class Outcome:
     runs: int
     executions: int
     false: int
+    false_screened: int  # of `false`: opened by the screen alone
+    false_confirmed: int  # of `false`: confirmed by the A/B (a false record that survives)
+    false_runs: int  # runs and executions spent on false records (confirmation, bisection)
+    false_executions: int
     detected: bool
-    exact: bool
+    exact: bool  # the bisection ended found, naming the culprit
+    wrong: bool  # the bisection ended found, naming another commit
+    real_runs: int  # runs and executions spent on the real regression: its two tests,
+    real_executions: int  # confirmation and bisection (0 when it was not detected)
+    noise_pct: float  # the between-run variation the tracker gave one-run sides
 
 
 class History:
@@ -71,52 +97,77 @@ class History:
         return (level * self.rng.lognormal(0, self.noise, repetitions)).tolist()
 
 
-def trial(args: tuple[int, float, int]) -> Outcome:
-    every, noise, seed = args
+def trial(args: tuple[int, float, int, str]) -> Outcome:
+    every, noise, seed, rules = args
     rng = np.random.default_rng(seed)
     culprit = int(rng.integers(50, 950))
     history = History(culprit, float(rng.uniform(0.03, 0.10)), noise, rng)
     tested = sorted({*range(0, N_COMMITS, every), N_COMMITS - 1})
     points = {c: history.run(c, REPEAT) for c in tested}
     runs, executions = len(tested), len(tested) * REPEAT
+    learned = rules == "learned"
+    between = (learn_noise([points[c] for c in tested], ASSUMED_BETWEEN_RUN_CV_PCT) if learned
+               else Noise(ASSUMED_BETWEEN_RUN_CV_PCT))
     # Judge: neighbours, then change points, merged within MARGIN points (as record() does).
     changes: list[int] = []  # index into `tested` of the first point after a change
+    screened: set[int] = set()
     for i in range(1, len(tested)):
         a, b = points[tested[i - 1]], points[tested[i]]
         if abs(math.log(np.mean(b) / np.mean(a))) < 0.01:
             continue  # cannot pass the 1% floor: the comparison would say so too
-        if compare(a, b, METRIC, floor_pct=FLOOR_PCT, base_runs=[0] * REPEAT,
-                   other_runs=[1] * REPEAT).verdict == REGRESSION:
+        judged = judge_pair(a, b, METRIC, FLOOR_PCT, between, NARROWED if learned else ())
+        if judged is not None and judged[0].verdict in (REGRESSION, "inconclusive"):
             changes.append(i)
+            if judged[1]:
+                screened.add(i)
+    values = [points[c] for c in tested]
     if len(tested) >= 6:
-        for change in detect([points[c] for c in tested]):
+        for change in detect(values):
             if change.change_pct > FLOOR_PCT and all(abs(change.index - i) > MARGIN for i in changes):
                 changes.append(change.index)
-    plan = SequentialPlan.up_to(CONFIRM_PAIRS, 0.01)
-    false = 0
-    detected = exact = False
+    plan = SequentialPlan.up_to(CONFIRM_MAX_PAIRS, 0.01)
+    out = {"false": 0, "false_screened": 0, "false_confirmed": 0, "false_runs": 0, "false_executions": 0,
+           "real_runs": 0, "real_executions": 0}
+    detected = exact = wrong = False
     for i in sorted(changes):
-        good, bad = tested[i - 1], tested[i]
+        # The range holds every place the data cannot tell from the change's (as the tracker's record does).
+        first, last = change_span(values, i, between) if learned else (i, i)
+        good, bad = tested[first - 1], tested[last]
         real = good < culprit <= bad
         detected |= real
-        false += not real
+        spent_runs, spent_executions = 2, 2 * REPEAT  # its two tested commits
         a: list[float] = []
         b: list[float] = []
         while not (a and plan.done(a, b, METRIC, FLOOR_PCT)):
             drift = rng.lognormal(0, 0.002)  # shared by a pair
             a += [drift * v for v in history.run(good, 1)]
             b += [drift * v for v in history.run(bad, 1)]
-        runs, executions = runs + 2, executions + 2 * len(a)
-        if plan.judge(a, b, METRIC, FLOOR_PCT).verdict != REGRESSION or bad - good < 2:
-            exact |= real and bad - good == 1 and plan.judge(a, b, METRIC, FLOOR_PCT).verdict == REGRESSION
-            continue
-        prior = [(0, v) for v in points[good]] + [(bad - good, v) for v in points[bad]]
-        bisection = Bisection(bad - good + 1, prior_obs=prior)
-        while (probe := bisection.next_probe()) is not None:
-            bisection.observe(probe, history.run(good + probe, 1)[0])
-            runs, executions = runs + 1, executions + 1
-        exact |= real and good + bisection.result().culprit == culprit
-    return Outcome(len(tested), runs, executions, false, detected, exact)
+        spent_runs, spent_executions = spent_runs + 2, spent_executions + 2 * len(a)
+        confirmed = plan.judge(a, b, METRIC, FLOOR_PCT).verdict == REGRESSION
+        if confirmed and bad - good >= 2:
+            prior = [(0, v) for v in points[good]] + [(bad - good, v) for v in points[bad]]
+            bisection = Bisection(bad - good + 1, prior_obs=prior)
+            while (probe := bisection.next_probe()) is not None:
+                bisection.observe(probe, history.run(good + probe, 1)[0])
+                spent_runs, spent_executions = spent_runs + 1, spent_executions + 1
+            result = bisection.result()
+            found = result.status == BisectionStatus.FOUND
+            exact |= real and found and good + result.culprit == culprit
+            wrong |= real and found and good + result.culprit != culprit
+        elif confirmed:
+            exact |= real
+        runs, executions = runs + spent_runs - 2, executions + spent_executions - 2 * REPEAT
+        if real:
+            out["real_runs"] += spent_runs
+            out["real_executions"] += spent_executions
+        else:
+            out["false"] += 1
+            out["false_screened"] += i in screened
+            out["false_confirmed"] += confirmed
+            out["false_runs"] += spent_runs - 2
+            out["false_executions"] += spent_executions - 2 * REPEAT
+    return Outcome(len(tested), runs, executions, detected=detected, exact=exact, wrong=wrong,
+                   noise_pct=between.between_pct, **out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,22 +175,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--quick", action="store_true", help="20 trials a row")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--every", type=int, help="only this selection (every N)")
+    parser.add_argument("--rules", choices=("learned", "today"), default="learned",
+                        help="learned: the learned noise and the screen; today: the assumed 1%%, no screen")
     args = parser.parse_args(argv)
     trials = 20 if args.quick else args.trials
+    selections = {f"every {args.every}": args.every} if args.every else SELECTIONS
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
     print(f"{N_COMMITS} commits, one 3-10% step at a random commit, {trials} trials a row, "
-          f"{REPEAT} repetitions a tested commit, {100 * BETWEEN_RUNS:g}% between runs")
-    print(f"{'selection':<16} {'noise':>5} {'tested':>7} {'runs':>7} {'executions':>10} {'false':>6} "
-          f"{'detected':>9} {'exact':>6}")
+          f"{REPEAT} repetitions a tested commit, {100 * BETWEEN_RUNS:g}% between runs, rules: {args.rules}")
+    print(f"{'selection':<15} {'noise':>5} {'tested':>6} {'runs':>6} {'execs':>6} {'false':>5} {'screen':>6} "
+          f"{'kept/1k':>7} {'f.runs':>6} {'f.execs':>7} {'detected':>8} {'exact':>6} {'wrong':>5} "
+          f"{'runs/reg':>8} {'execs/reg':>9} {'learned':>7}")
     with ProcessPoolExecutor(args.jobs) as pool:
-        for name, every in SELECTIONS.items():
+        for name, every in selections.items():
             for noise in NOISES:
-                seeds = [(every, noise, 1000 * every + int(1000 * noise) * 7 + t) for t in range(trials)]
+                seeds = [(every, noise, 1000 * every + int(1000 * noise) * 7 + t, args.rules) for t in range(trials)]
                 out = list(pool.map(trial, seeds))
-                print(f"{name:<16} {100 * noise:4g}% {np.mean([o.tested for o in out]):7.0f} "
-                      f"{np.mean([o.runs for o in out]):7.1f} {np.mean([o.executions for o in out]):10.1f} "
-                      f"{np.mean([o.false for o in out]):6.2f} {100 * np.mean([o.detected for o in out]):8.0f}% "
-                      f"{100 * np.mean([o.exact for o in out]):5.0f}%")
+                found = [o for o in out if o.detected] or out
+                kept = 1000 * np.mean([o.false_confirmed for o in out]) / N_COMMITS
+                print(f"{name:<15} {100 * noise:4g}% {np.mean([o.tested for o in out]):6.0f} "
+                      f"{np.mean([o.runs for o in out]):6.1f} {np.mean([o.executions for o in out]):6.0f} "
+                      f"{np.mean([o.false for o in out]):5.2f} {np.mean([o.false_screened for o in out]):6.2f} "
+                      f"{kept:7.3f} {np.mean([o.false_runs for o in out]):6.1f} "
+                      f"{np.mean([o.false_executions for o in out]):7.1f} "
+                      f"{100 * np.mean([o.detected for o in out]):7.1f}% {100 * np.mean([o.exact for o in out]):5.1f}% "
+                      f"{100 * np.mean([o.wrong for o in out]):4.1f}% {np.mean([o.real_runs for o in found]):8.1f} "
+                      f"{np.mean([o.real_executions for o in found]):9.1f} {np.mean([o.noise_pct for o in out]):6.2f}%")
     return 0
 
 

@@ -226,7 +226,29 @@ def test_a_commit_next_to_the_change_that_does_not_build_gives_a_range(tmp_path:
         in report.stdout
 
 
+def test_narrow_all_names_the_commit_of_an_improvement(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`narrow: all` on a history whose commit 41 does 7.5% less work: the improvement is
+    confirmed and bisected to that commit; `narrow: true` would leave it a record."""
+    subprocess.run([str(MAKE_REPO), str(tmp_path / "src")], check=True,
+                   env={**os.environ, "CULPRIT_WORK": "1850000UL", "CULPRIT_SUBJECT": f"change {CULPRIT} (less work)"})
+    (tmp_path / "tracker.yaml").write_text(TRACKER.read_text().replace("narrow: true ", "narrow: all  "))
+    monkeypatch.setenv("PERFLINE_CACHE_DIR", str(tmp_path / "cache"))
+    for name, value in SET_NOISE.items():
+        monkeypatch.setenv(name, value)
+    first = track_run(tmp_path)
+    assert first.returncode == 0, first.stderr
+    commits = shas(tmp_path)
+    listed = json.loads(perfline(tmp_path, "regressions", "--json").stdout)
+    assert [r["kind"] for r in listed] == ["improvement"], listed
+    [improvement] = listed
+    assert (improvement["good"], improvement["bad"]) == (commits[39], commits[47])
+    assert improvement["status"] == "bisected", first.stderr[-3000:]
+    assert improvement["culprit"] == commits[CULPRIT]
+    assert improvement["culprit_subject"] == f"change {CULPRIT} (less work)"
+
+
 @pytest.mark.parametrize(("text", "line", "message"), [
+    ("narrow: sometimes\n", 1, "narrow must be true (regressions), all (improvements too) or false"),
     ("colour: blue\n", 1, "unknown key 'colour'"),
     ("select:\n  every: 0\n", 2, "select.every must be a whole number of at least 1"),
     ("jobs:\n  - missing.yaml\n", 2, "no such job file"),
@@ -237,7 +259,7 @@ def test_a_commit_next_to_the_change_that_does_not_build_gives_a_range(tmp_path:
 def test_a_bad_tracker_file_is_one_error_line_and_runs_nothing(project: Path, text: str, line: int,
                                                                message: str) -> None:
     base = TRACKER.read_text()
-    for key in ("select:\n  every: 8", "jobs:", "since: HEAD~40"):
+    for key in ("select:\n  every: 8", "jobs:", "since: HEAD~40", "narrow: true"):
         if text.startswith(key.split(":")[0] + ":"):
             base = _drop_key(base, key.split(":")[0])
     (project / "tracker.yaml").write_text(text + base)

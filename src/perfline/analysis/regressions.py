@@ -268,14 +268,17 @@ def _case(detail: RunDetail, pairs: int, vm: VmSpec | None = None,
 
 def confirm(
     store: Store, regression: Regression, found: Reproduction, ctx: RunContext, pairs: int, *,
-    ctx_after: RunContext | None = None, plan: SequentialPlan | None = None,
+    ctx_after: RunContext | None = None, plan: SequentialPlan | None = None, end_undecided: bool = False,
 ) -> tuple[Regression, CaseComparison]:
     """Re-run both sides as `reproduction` found them, interleaved; confirmed when the
     change shows again, with the same sign and significance, else a false alarm.
 
     `ctx_after`: the after side's own context (a tracker's two commits, each in its
     built tree). `plan`: stop once its looks decide (at most `pairs`), judged at its
-    levels; without it, `pairs` pairs at the usual alpha."""
+    levels; without it, `pairs` pairs at the usual alpha. An inconclusive re-run raises
+    CannotConfirm (the record stays new), or with `end_undecided` (a tracker's full
+    confirmation) ends the record `false-alarm` with a note that says "not confirmed":
+    a change the A/B cannot show in its pairs is not re-tried every day at full cost."""
     # Not above: the runner is slow to import, and `perfline history` and `detect`,
     # which import this module, run nothing.
     from perfline.runner import execute_interleaved
@@ -301,7 +304,8 @@ def confirm(
     from perfline.stats.two_sample import INCONCLUSIVE  # scipy: only when confirming
 
     same_way = again.significant and (again.change_pct > 0) == (regression.change_pct > 0)
-    if not same_way and again.verdict == INCONCLUSIVE:
+    undecided = not same_way and again.verdict == INCONCLUSIVE
+    if undecided and not end_undecided:
         # Neither the change nor its absence shown: not evidence of a false alarm.
         more = f"; about {again.more_samples} more pairs would decide it" if again.more_samples else ""
         raise CannotConfirm(
@@ -312,6 +316,9 @@ def confirm(
     status = RegressionStatus.CONFIRMED if same_way else RegressionStatus.FALSE_ALARM
     note = (f"re-run interleaved (runs {outcomes[0].run_id}, {outcomes[1].run_id}): "
             f"{again.change_pct:+.1f}% [{again.ci_pct[0]:+.1f}, {again.ci_pct[1]:+.1f}], p={again.p_value:.2g}")
+    if undecided:
+        note = (f"not confirmed: {note}, inconclusive after {outcomes[0].repetitions} pairs; "
+                f"`perfline regressions mark {regression.id} new` tries again")
     if how := found.describe():
         note += f"; {how}"
     return transition(store, regression.id, status, note), comparison

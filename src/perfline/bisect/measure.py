@@ -64,6 +64,9 @@ class _Quiet:
     def warning(self, message: str) -> None:
         self.notify(message)
 
+    def step_started(self, run_id: int, repetition: int | None) -> None:
+        pass
+
     def step_done(self, run_id: int, repetition: int | None, values: list[Measurement]) -> None:
         pass
 

@@ -71,7 +71,8 @@ def _confirm(store: Store, ctx: RunContext, args: dict[str, Any], say: Say) -> J
     pairs = int(args["pairs"])
     try:
         regression, _ = confirm(store, regression, Reproduction(case, case, ({}, {})), before, pairs,
-                                ctx_after=after, plan=SequentialPlan.up_to(pairs, 0.01))
+                                ctx_after=after, plan=SequentialPlan.up_to(pairs, 0.01),
+                                end_undecided=bool(args.get("end_undecided")))
     except CannotConfirm as exc:
         return JobResult(RunStatus.FAILED, None, f"cannot confirm: {exc}")
     say(f"regression {regression.id}: {regression.status} ({regression.note})")

@@ -17,6 +17,23 @@ from perfline.store.trackers import DailyNumber, TrackerRecord
 
 
 @dataclass(frozen=True)
+class SeriesNoise:
+    """What a tracker learned of one series' run-to-run variation (track.learned_noise):
+    the between-run CV in % its comparisons give a one-run side, and from how many
+    tested commits; 0 commits: not enough history yet, the assumed value."""
+
+    benchmark: str
+    case: str
+    metric: str
+    noise_pct: float
+    commits: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"benchmark": self.benchmark, "case": self.case, "metric": self.metric,
+                "noise_pct": round(self.noise_pct, 3), "commits": self.commits, "learned": self.commits > 0}
+
+
+@dataclass(frozen=True)
 class TrackerState:
     tracker: TrackerRecord
     last_tested: str | None
@@ -25,6 +42,7 @@ class TrackerState:
     open_regressions: int
     budget_left: int
     numbers: list[DailyNumber]
+    noise: tuple[SeriesNoise, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         latest = self.numbers[-1] if self.numbers else None
@@ -37,6 +55,7 @@ class TrackerState:
             },
             "daily_numbers": [{"commit": n.commit, "position": n.position, "subject": n.subject, "value": n.value,
                                "ci": [n.low, n.high], "tested_at": n.tested_at.isoformat()} for n in self.numbers],
+            "noise": [n.to_json() for n in self.noise],
         }
 
 

@@ -171,6 +171,7 @@ def compare(
     paired: bool = False,
     base_runs: Sequence[int] | NDArray[np.int64] | None = None,
     other_runs: Sequence[int] | NDArray[np.int64] | None = None,
+    between_run_cv_pct: float = ASSUMED_BETWEEN_RUN_CV_PCT,
 ) -> Comparison:
     """Compare `other` with `base`; `seed` fixes the rank test's permutation draw.
 
@@ -181,7 +182,8 @@ def compare(
 
     `base_runs` and `other_runs` name the run of each value: a side of several runs is
     judged by its run means, a side of one run with ASSUMED_BETWEEN_RUN_CV_PCT added
-    (module docstring). Without them every value counts as its own run's.
+    (module docstring), or `between_run_cv_pct` when the caller knows better (a tracker
+    learns it from a series' history). Without them every value counts as its own run's.
     """
     if not 0 < alpha < 1 or not 0 < confidence < 1:
         raise ValueError("alpha and confidence must be between 0 and 1")
@@ -210,7 +212,8 @@ def compare(
                 estimate = _paired_log_ratio(b, o, trimmed)
                 method = METHOD_PAIRED_TRIMMED if trimmed else method
             else:
-                base_side, other_side = _side(b, base_runs, trimmed), _side(o, other_runs, trimmed)
+                base_side, other_side = (_side(b, base_runs, trimmed, between_run_cv_pct),
+                                         _side(o, other_runs, trimmed, between_run_cv_pct))
                 estimate = _log_ratio(base_side, other_side)
                 method = METHOD_TRIMMED if trimmed else method
                 if "runs" in (base_side.unit, other_side.unit):
@@ -341,7 +344,8 @@ class _Side:
     assumed: float = 0.0  # the part of relvar that is assumed, not measured
 
 
-def _side(data: NDArray[np.float64], runs: Sequence[int] | NDArray[np.int64] | None, trimmed: bool = False) -> _Side:
+def _side(data: NDArray[np.float64], runs: Sequence[int] | NDArray[np.int64] | None, trimmed: bool = False,
+          between_run_cv_pct: float = ASSUMED_BETWEEN_RUN_CV_PCT) -> _Side:
     """Runs as the unit: several runs by their means, one run with the assumed
     between-run variance added; without run labels, the values as independent.
     `trimmed` takes 20%-trimmed means of the log values (Yuen) for every mean."""
@@ -366,7 +370,7 @@ def _side(data: NDArray[np.float64], runs: Sequence[int] | NDArray[np.int64] | N
             relvar = float(means.var(ddof=1) / len(means) / data.mean() ** 2)
         return _Side(level, relvar, count - 1.0, count, "runs")
     level, within, within_df = _trimmed_log_mean(data) if trimmed else _log_mean(data)
-    assumed = (ASSUMED_BETWEEN_RUN_CV_PCT / 100) ** 2
+    assumed = (between_run_cv_pct / 100) ** 2
     # Satterthwaite: only the measured part carries the uncertainty of an estimate.
     df = within_df * ((within + assumed) / within) ** 2 if within > 0 else math.inf
     return _Side(level, within + assumed, df, len(data), "samples", assumed)

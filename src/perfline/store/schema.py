@@ -190,6 +190,20 @@ class TrackerRow(Base):
     updated_at: Mapped[datetime]
 
 
+class CommitRow(Base):
+    """A commit's subject, author and date, kept when a tracker first sees it: reports and
+    pages name it after the repository is gone, and a dashboard server has no checkout."""
+
+    __tablename__ = "commits"
+    sha: Mapped[str] = mapped_column(String(64), primary_key=True)
+    subject: Mapped[str] = mapped_column(Text)
+    author: Mapped[str] = mapped_column(Text)
+    # As git wrote it (ISO 8601 with the committer's offset), which a timestamp column
+    # on SQLite would not keep.
+    date: Mapped[str | None] = mapped_column(String(40))
+    seen_at: Mapped[datetime]
+
+
 class DailyNumberRow(Base):
     """The tracker's one number per tested commit (docs/track.md)."""
 

@@ -22,8 +22,19 @@ from perfline.records.status import RunStatus
 from perfline.stats.profile_diff import mean_shares
 from perfline.store import migrate
 from perfline.store.bisections import BisectionQueries
+from perfline.store.commits import CommitQueries
 from perfline.store.dashboard import DashboardQueries
-from perfline.store.engine import Sessions, StoreUnavailable, aware, by_id, connect, resolve_url, storable_ids, updated
+from perfline.store.engine import (
+    Sessions,
+    StoreUnavailable,
+    aware,
+    by_id,
+    connect,
+    insert_ignoring_conflicts,
+    resolve_url,
+    storable_ids,
+    updated,
+)
 from perfline.store.fleet import TAKEN_BACK, FleetQueries
 from perfline.store.imports import ImportQueries
 from perfline.store.outbox import OutboxQueries
@@ -171,7 +182,8 @@ class Regression:
     due: date | None = None
 
 
-class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, ImportQueries, FleetQueries):
+class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, ImportQueries, FleetQueries,
+            CommitQueries):
     def __init__(self, engine: Engine, outage_wait_s: float = 0.0) -> None:
         self.engine = engine
         self._session = Sessions(sessionmaker(engine, expire_on_commit=False), outage_wait_s)
@@ -705,12 +717,7 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
 def _insert_once(session: Session, table: type[KernelConfig | MetricRow], **values: Any) -> None:
     """Insert a row keyed by content unless it is there: machines of a fleet running the
     same kernel or benchmark for the first time insert the same key at the same moment."""
-    # Each dialect's insert imported here: SQLite stores never load PostgreSQL's (0.04 s).
-    if session.get_bind().dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
-    session.execute(insert(table).values(**values).on_conflict_do_nothing())
+    insert_ignoring_conflicts(session, table, [values])
 
 def _by_repetition(rows: Iterable[tuple[int, K, float]]) -> list[dict[K, float]]:
     """(repetition, key, share) rows as one share table per repetition, in order."""

@@ -1,30 +1,52 @@
 """Judging a tracker's history: each tested commit against the one tested before it,
-every series for change points, one regression record per change, the daily number."""
+every series for change points, one regression record per change, the daily number.
+
+Each series' between-run variation is learned from its own tested commits
+(track.learned_noise) and given to the neighbour comparison and the daily number's
+interval in place of the assumed 1%. With narrowing on, a neighbour pair that the
+comparison leaves inconclusive but that passes the looser SCREEN_ALPHA beyond the floor
+opens a record too: its confirmation (a fresh interleaved A/B at alpha 0.01) decides it,
+so the screen costs runs, never a wrong answer."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
 from perfline import git
 from perfline.analysis.regressions import record
-from perfline.analysis.series import Point, Series, build_series
-from perfline.records.metric import Direction
+from perfline.analysis.series import Point, Series, build_series, judge
+from perfline.records.metric import Direction, Metric
 from perfline.records.status import RegressionStatus
 from perfline.store import Regression, Store
 from perfline.store.trackers import DailyNumber
+from perfline.track.learned_noise import Noise, learn_noise
 from perfline.track.machines import Measuring
 from perfline.track.tracker_file import TrackerSpec
+
+if TYPE_CHECKING:
+    from perfline.stats.two_sample import Comparison
 
 Notify = Callable[[str], None]
 # Change points need this many tested commits on each side (stats.changepoint); fewer
 # points are judged by the neighbour comparison alone.
 _DETECT_MIN_POINTS = 6
+# A change point's range (change_span): splits up to this many points from it are
+# considered, and kept while their fit is within this of the best one's (the 99% point
+# of chi-square with one degree of freedom: a split the data reject at 1% is left out).
+SPAN_REACH = 5
+SPAN_CHI2 = 6.63
+# The screen's level: a pair inconclusive at alpha 0.01 but below this opens a record
+# when its kind is narrowed (the confirmation, at 0.01, decides it). At 0.05 about one
+# neighbour pair in 20 without a change is screened by chance, a few A/B pairs each
+# (bench/track_sim.py counts them); a 3% step at 3% noise is found about twice as often.
+SCREEN_ALPHA = 0.05
 
 
 @dataclass(frozen=True)
@@ -43,35 +65,103 @@ def judge_history(store: Store, spec: TrackerSpec, tracked: list[Series], notify
     """Open or update a record for every significant change beyond the floor: between
     neighbouring tested commits, and at every change point of a long enough series."""
     from perfline.stats.changepoint import ChangePoint  # scipy: only when judging
-    from perfline.stats.two_sample import IMPROVEMENT, REGRESSION, compare
 
     found: list[Found] = []
     for series in tracked:
         if series.order != "commit" or series.metric.direction is Direction.NEUTRAL:
             continue
         changes: list[ChangePoint] = []
+        screened: set[int] = set()
+        noise = series_noise(series)
         for index in range(1, len(series.points)):
             before, after = series.points[index - 1], series.points[index]
-            c = compare(before.values, after.values, series.metric, floor_pct=spec.floor_pct,
-                        base_runs=_labels(before), other_runs=_labels(after))
-            if c.verdict in (REGRESSION, IMPROVEMENT):
+            judged = judge_pair(before.values, after.values, series.metric, spec.floor_pct, noise, spec.narrow,
+                                _labels(before), _labels(after))
+            if judged is not None:
+                c, screen = judged
                 changes.append(ChangePoint(index, c.change_pct, c.ci_pct, -math.log10(max(c.p_value, 1e-300)),
                                            c.p_value))
+                if screen:
+                    screened.add(index)
         if len(series.points) >= _DETECT_MIN_POINTS:
             known = {c.index for c in changes}
             changes += [c for c in series.change_points() if c.index not in known
                         and abs(c.change_pct) > spec.floor_pct]
         claimed: list[int] = []
+        values = [p.values for p in series.points]
         for change in sorted(changes, key=lambda c: c.index):
-            good, bad = (series.points[change.index + k].runs[0].kernel_commit for k in (-1, 0))
+            # Where a change is, is an estimate: a small step in noise can show between
+            # the pair after it, or a change point one place off; the range spans every
+            # place the data cannot tell from it, so that it holds the commit.
+            first, last = change_span(values, change.index, noise)
+            good, bad = series.points[first - 1].runs[0].kernel_commit, series.points[last].runs[0].kernel_commit
             regression, new = record(store, series, change, claimed, tracker=spec.name, good=good, bad=bad)
             claimed.append(regression.id)
             found.append(Found(regression, new))
             if new:
+                how = (f", p {change.p_value:.2g}: screened at {SCREEN_ALPHA:g}, the confirmation decides"
+                       if change.index in screened else "")
                 notify(f"{regression.kind} {regression.id}: {series.metric.name} {change.change_pct:+.1f}% "
                        f"[{change.ci_pct[0]:+.1f}, {change.ci_pct[1]:+.1f}] between {str(good)[:12]} and "
-                       f"{str(bad)[:12]}")
+                       f"{str(bad)[:12]}{how}")
     return found
+
+
+def judge_pair(before: Sequence[float], after: Sequence[float], metric: Metric, floor_pct: float, noise: Noise,
+               screened_kinds: Collection[str], before_runs: Sequence[int] | None = None,
+               after_runs: Sequence[int] | None = None) -> tuple[Comparison, bool] | None:
+    """Whether two neighbouring tested commits open a record: the comparison (one run a
+    side given the series' between-run variation), and whether only the screen opened
+    it (a kind in `screened_kinds`, inconclusive at 0.01 but p < SCREEN_ALPHA beyond the
+    floor); None when they open none. Without run labels each side is one run."""
+    from perfline.stats.two_sample import IMPROVEMENT, INCONCLUSIVE, REGRESSION, compare
+
+    c = compare(before, after, metric, floor_pct=floor_pct, base_runs=before_runs or [0] * len(before),
+                other_runs=after_runs or [1] * len(after), between_run_cv_pct=noise.between_pct)
+    if c.verdict in (REGRESSION, IMPROVEMENT):
+        return c, False
+    screen = (c.verdict == INCONCLUSIVE and c.p_value < SCREEN_ALPHA and abs(c.change_pct) > floor_pct
+              and judge(metric, c.change_pct) in screened_kinds)
+    return (c, True) if screen else None
+
+
+def change_span(points: Sequence[Sequence[float]], index: int, noise: Noise) -> tuple[int, int]:
+    """The places a change found at `index` may be at: every split k (the first point
+    after the change) within SPAN_REACH of it whose two-level fit over the points
+    around it is worse than the best by at most SPAN_CHI2 (weighted least squares of the
+    log means, each point's variance its sampling variance plus the series' between-run
+    variance). A big step is placed at one split; a small one in noisy data at several,
+    and the range to confirm and bisect then holds them all. (first, last) splits."""
+    low, high = max(1, index - SPAN_REACH), min(len(points) - 1, index + SPAN_REACH)
+    window = [np.asarray(v, dtype=float) for v in points[low - 1:high + 1]]
+    if any((v <= 0).any() for v in window):
+        return index, index
+    levels = np.log([v.mean() for v in window])
+    between = (noise.between_pct / 100) ** 2
+    weights = 1 / np.array([(v.var(ddof=1) / len(v) / v.mean() ** 2 if len(v) > 1 else 0.0) + between
+                            for v in window])
+    if not np.isfinite(weights).all():
+        return index, index
+
+    def misfit(split: int) -> float:
+        cost = 0.0
+        for part in (slice(0, split), slice(split, None)):
+            level = np.average(levels[part], weights=weights[part])
+            cost += float(np.sum(weights[part] * (levels[part] - level) ** 2))
+        return cost
+
+    fits = {k: misfit(k - low + 1) for k in range(low, high + 1)}
+    best = min(fits.values())
+    near = [k for k, cost in fits.items() if cost - best <= SPAN_CHI2]
+    return min(*near, index), max(*near, index)
+
+
+def series_noise(series: Series) -> Noise:
+    """The series' between-run variation, learned from its tested commits (one run's
+    values each: a commit tested twice pools its runs and is left out)."""
+    from perfline.stats.two_sample import ASSUMED_BETWEEN_RUN_CV_PCT
+
+    return learn_noise([p.values for p in series.points if len(p.runs) == 1], ASSUMED_BETWEEN_RUN_CV_PCT)
 
 
 def _labels(point: Point) -> list[int]:
@@ -79,10 +169,12 @@ def _labels(point: Point) -> list[int]:
     return [run.id for run in point.runs for _ in range(run.samples)]
 
 
-def open_regressions(store: Store, name: str) -> list[Regression]:
-    """The tracker's regressions still to act on (not judged false, not fixed)."""
+def open_regressions(store: Store, name: str, kinds: tuple[str, ...] = ("regression",)) -> list[Regression]:
+    """The tracker's records of `kinds` still to act on (not judged false, not fixed),
+    regressions first (a short budget narrows them before improvements), oldest first."""
     done = {RegressionStatus.FALSE_ALARM, RegressionStatus.FIXED}
-    return [r for r in store.regressions(tracker=name) if r.kind == "regression" and r.status not in done]
+    found = [r for r in store.regressions(tracker=name) if r.kind in kinds and r.status not in done]
+    return sorted(found, key=lambda r: (r.kind != "regression", r.id))
 
 
 def daily_numbers(spec: TrackerSpec, repo: Path, tracked: list[Series], history: list[git.Commit]
@@ -90,14 +182,15 @@ def daily_numbers(spec: TrackerSpec, repo: Path, tracked: list[Series], history:
     """The tracker's one number per tested commit: the geometric mean over its series of
     each one's ratio to the reference commit (the first tested, or `reference:`), turned
     so that above 100 is better, times 100. Its 95% interval comes from the delta-method
-    variances of the log means, with the assumed between-run 1% added per side, as a
-    comparison of one run a side does."""
+    variances of the log means, with each series' between-run variation added per side
+    (learned from its history, else the assumed 1%), as a comparison of one run a side does."""
     from scipy import stats  # only when the numbers are made
 
     series = [s for s in tracked
               if s.order == "commit" and s.metric.direction is not Direction.NEUTRAL]
     position = {c.sha: i for i, c in enumerate(history)}
     by_commit = [{p.runs[0].kernel_commit: p for p in s.points} for s in series]
+    between = [(series_noise(s).between_pct / 100) ** 2 for s in series]
     commits = sorted({sha for points in by_commit for sha in points if sha in position}, key=position.__getitem__)
     if not commits:
         return []
@@ -106,14 +199,14 @@ def daily_numbers(spec: TrackerSpec, repo: Path, tracked: list[Series], history:
     numbers = []
     for sha in commits:
         logs, variance = [], 0.0
-        for s, points in zip(series, by_commit, strict=True):
+        for s, points, extra in zip(series, by_commit, between, strict=True):
             if sha not in points or reference not in points:
                 continue
             here, there = np.asarray(points[sha].values), np.asarray(points[reference].values)
             sign = 1.0 if s.metric.direction is Direction.HIGHER else -1.0
             logs.append(sign * math.log(here.mean() / there.mean()))
             if sha != reference:
-                variance += _log_mean_var(here) + _log_mean_var(there)
+                variance += _log_mean_var(here, extra) + _log_mean_var(there, extra)
         if not logs:
             continue
         value, margin = float(np.mean(logs)), z * math.sqrt(variance) / len(logs)
@@ -124,11 +217,8 @@ def daily_numbers(spec: TrackerSpec, repo: Path, tracked: list[Series], history:
     return numbers
 
 
-def _log_mean_var(values: NDArray[np.float64]) -> float:
+def _log_mean_var(values: NDArray[np.float64], between: float) -> float:
     """Var(log mean) by the delta method, plus the between-run variance one run cannot show."""
-    from perfline.stats.two_sample import ASSUMED_BETWEEN_RUN_CV_PCT
-
-    assumed = (ASSUMED_BETWEEN_RUN_CV_PCT / 100) ** 2
     if len(values) < 2:
-        return assumed
-    return float(values.var(ddof=1) / len(values) / values.mean() ** 2) + assumed
+        return between
+    return float(values.var(ddof=1) / len(values) / values.mean() ** 2) + between

@@ -27,6 +27,7 @@ from perfline.runner import RunContext, execute_interleaved
 from perfline.stats.sequential import SequentialPlan
 from perfline.store import Regression, Store, Suspect
 from perfline.store.bisections import BisectionRecord
+from perfline.system.process import CommandFailed
 from perfline.track.budget import Budget
 from perfline.track.testing import at_commit, cases
 from perfline.track.tracker_file import TrackedJob, TrackerSpec
@@ -36,7 +37,10 @@ if TYPE_CHECKING:
 
 Notify = Callable[[str], None]
 # An interleaved confirmation stops at the first look that decides, at most this many
-# pairs: a change big enough to matter is decided in 6-9 (stats.sequential).
+# pairs: a change big enough to matter is decided in 6-9 (stats.sequential). One still
+# inconclusive after all of them ends the record `false-alarm`, "not confirmed" (a
+# screened pair is often a chance one; retrying it each pass would cost this much a
+# day); one cut short by the day's budget stays `new` and is tried again.
 CONFIRM_MAX_PAIRS = 20
 # A bisection of a tracker's range: the budget caps it too, day by day.
 BISECT_MAX_RUNS = 200
@@ -87,7 +91,12 @@ def _explain(store: Store, spec: TrackerSpec, regression: Regression, repo: Path
             return
         sides.append(at_commit(spec, builder, ctx, sha, why_label(regression.id))[0])
     notify(f"regression {regression.id}: profiling {regression.culprit[:12]} against its parent {parent[:12]}")
-    execute_interleaved(case, case, WHY_PAIRS, sides[0], ctx_b=sides[1])
+    try:
+        execute_interleaved(case, case, WHY_PAIRS, sides[0], ctx_b=sides[1])
+    except CommandFailed as exc:
+        # perf did not answer its control commands in time (a loaded host, another
+        # tool's perf events): the report goes without its "why", the record keeps its culprit.
+        notify(f"regression {regression.id}: no profile of the culprit: {exc}")
 
 
 def _case(spec: TrackerSpec, regression: Regression) -> Case:
@@ -104,10 +113,11 @@ def _confirm(store: Store, spec: TrackerSpec, regression: Regression, builder: B
     assert regression.good is not None and regression.bad is not None
     case = replace(_case(spec, regression), monitors=(), warmup=1)
     pairs = min(CONFIRM_MAX_PAIRS, max(budget.left() // 2, 6))
+    end_undecided = pairs >= CONFIRM_MAX_PAIRS
     if queue is not None:
         from perfline.track import on_fleet
 
-        return on_fleet.confirm(spec, regression, case, pairs, store, queue, notify)
+        return on_fleet.confirm(spec, regression, case, pairs, end_undecided, store, queue, notify)
     sides = []
     for sha in (regression.good, regression.bad):
         built = builder.build(sha)
@@ -122,7 +132,7 @@ def _confirm(store: Store, spec: TrackerSpec, regression: Regression, builder: B
            f"interleaved, up to {pairs} pairs")
     try:
         regression, _ = confirm(store, regression, Reproduction(before, after, ({}, {})), ctx_before, pairs,
-                                ctx_after=ctx_after, plan=plan)
+                                ctx_after=ctx_after, plan=plan, end_undecided=end_undecided)
     except CannotConfirm as exc:
         notify(f"regression {regression.id}: cannot confirm: {exc}")
         return regression

@@ -64,12 +64,13 @@ def test_commits(spec: TrackerSpec, commits: list[git.Commit], store: Store, que
     return tested
 
 
-def confirm(spec: TrackerSpec, regression: Regression, case: Case, pairs: int, store: Store, queue: FleetQueue,
-            notify: Notify) -> Regression:
+def confirm(spec: TrackerSpec, regression: Regression, case: Case, pairs: int, end_undecided: bool, store: Store,
+            queue: FleetQueue, notify: Notify) -> Regression:
     notify(f"regression {regression.id}: confirming {str(regression.good)[:12]} against {str(regression.bad)[:12]} "
            f"interleaved on a machine of class {spec.fleet_class}, up to {pairs} pairs")
     _run_one(queue, spec, {"kind": "confirm", "regression": regression.id, "case": case_to_json(case),
                            "good": regression.good, "bad": regression.bad, "pairs": pairs, "label": spec.name,
+                           "end_undecided": end_undecided,
                            "tree": {"repo": spec.repo, "build": spec.build}}, store, notify)
     return store.get_regression(regression.id)
 

@@ -24,6 +24,9 @@ REPORT_KEYS = ("mail_to", "smtp", "from", "url")
 SELECT_KEYS = ("every", "tags", "daily")
 DEFAULT_RUNS_PER_DAY = 400
 DEFAULT_FLOOR_PCT = 1.0
+# `narrow:` true narrows regressions; `all` improvements too (which commit made it
+# faster: to credit it, and a change too good to be true is often a broken benchmark).
+NARROW = {False: (), True: ("regression",), "all": ("regression", "improvement")}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _TIME = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
 # `repo` is a URL when git would take it as one (scheme://, or scp-like user@host:path).
@@ -70,7 +73,7 @@ class TrackerSpec:
     build: str | None
     kernel_config: Path | None
     jobs: tuple[TrackedJob, ...]
-    narrow: bool
+    narrow: tuple[str, ...]  # the kinds of record narrowed (NARROW); () for none
     runs_per_day: int
     reference: str | None
     floor_pct: float
@@ -152,11 +155,12 @@ class _Reader:
                 raise self.error(top["repo"], f"repo: {local} is not a git repository")
             repo = str(local)
         build, config = self.build(top.get("build"), root)
-        narrow = False
+        narrow: tuple[str, ...] = ()
         if "narrow" in top:
-            narrow = self.scalar(top["narrow"], "narrow")
-            if not isinstance(narrow, bool):
-                raise self.error(top["narrow"], "narrow must be true or false")
+            value = self.scalar(top["narrow"], "narrow")
+            if not isinstance(value, bool | str) or value not in NARROW:
+                raise self.error(top["narrow"], "narrow must be true (regressions), all (improvements too) or false")
+            narrow = NARROW[value]
         runs_per_day = DEFAULT_RUNS_PER_DAY
         if "budget" in top:
             budget = self.mapping(top["budget"], "budget", ("runs_per_day",))

@@ -67,19 +67,23 @@ def _pass(store: Store, spec: TrackerSpec, ctx: RunContext, queue: FleetQueue | 
                                    resolve_since(spec, repo, head))
     store.set_tracker_head(spec.name, head)
     history = [git.commit_info(repo, tracker.since), *git.first_parent(repo, tracker.since, head)]
+    # Kept now, while the tree is at hand: the commits tested, and the ranges bisected
+    # (first-parent too), are named by reports and pages after it is gone.
+    store.remember_commits(history)
     builder = builder_for(spec, repo, notify)
     budget = Budget.today(store, spec.name, spec.runs_per_day, now)
     where = measuring(store, spec)
     done = Pass(head=head)
 
     def narrow_all(which: Callable[[Regression], bool]) -> None:
-        for regression in sorted(open_regressions(store, spec.name), key=lambda r: r.id):
+        for regression in open_regressions(store, spec.name, spec.narrow):
             if which(regression) and budget.left() > 0:
                 done.narrowed.append(narrow(store, spec, regression, repo, builder, ctx, budget, progress, notify,
                                             pace_tolerance, queue))
 
-    if spec.narrow:  # a bisection in progress goes first
-        narrow_all(lambda r: r.bisection_id is not None and r.status == RegressionStatus.CONFIRMED
+    if spec.narrow:  # a regression's bisection in progress goes first
+        narrow_all(lambda r: r.kind == "regression" and r.bisection_id is not None
+                   and r.status == RegressionStatus.CONFIRMED
                    and store.bisection(r.bisection_id).status == BisectionStatus.RUNNING)
     todo = pending(spec, repo, history, ref, store, where, builder, now)
     if queue is not None:
@@ -100,7 +104,7 @@ def _pass(store: Store, spec: TrackerSpec, ctx: RunContext, queue: FleetQueue | 
     tracked = tracker_series(store, spec, repo, where)
     done.found = judge_history(store, spec, tracked, notify)
     store.set_daily_numbers(spec.name, daily_numbers(spec, repo, tracked, history))
-    if spec.narrow:
+    if spec.narrow:  # regressions, then improvements (`narrow: all`), each oldest first
         narrow_all(lambda r: r.status in (RegressionStatus.NEW, RegressionStatus.CONFIRMED))
     _release_trees(store, spec, builder, [t.commit.sha for t in done.tested])
     mailing.queue(store, spec, now, notify)
@@ -111,7 +115,7 @@ def _pass(store: Store, spec: TrackerSpec, ctx: RunContext, queue: FleetQueue | 
 def _release_trees(store: Store, spec: TrackerSpec, builder: Builder, tested: list[str]) -> None:
     """Tested commits' worktrees are removed, but those at the ends of a regression still
     to narrow: its confirmation and bisection build them again otherwise."""
-    keep = {sha for r in open_regressions(store, spec.name) if r.status != RegressionStatus.BISECTED
+    keep = {sha for r in open_regressions(store, spec.name, spec.narrow) if r.status != RegressionStatus.BISECTED
             for sha in (r.good, r.bad) if sha}
     builder.release([sha for sha in tested if sha not in keep])
 
