@@ -100,6 +100,7 @@ def test_the_series_api_names_series_by_what_varies(varied: Path) -> None:
     for s, value in zip(doc["series"][1:], (10.0, 20.0), strict=True):
         assert s["points"]["mean"] == [value, value] and s["points"]["sd"] == [0.0, 0.0]
     [seconds] = client.get("/api/series", params={"metric": "command.seconds"}).json()["series"]
+    assert all(seconds["points"]["author"]) and all(seconds["points"]["date"])  # kept by the tracker, no git
     [change] = seconds["changes"]
     assert change["from"] == change["x"] - 1  # the tested commits on either side of the change
     assert [c["commit"] for c in change["culprits"]] == [change["culprit"]]
@@ -250,6 +251,7 @@ def test_the_charts_are_usable_by_keyboard(server: str, browser: object, tracked
     page.keyboard.press("End")
     text = hover.text_content() or ""
     assert text.startswith(tested[-1]) and "±" in text and "sd of 5 samples" in text and "tested 20" in text
+    assert "committed 20" in text  # the author and date the store kept
     page.keyboard.press("Enter")
     page.wait_for_url(re.compile(r"/runs/\d+$"))
     assert tested[-1] in (page.locator("main").text_content() or "")

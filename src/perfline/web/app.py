@@ -132,9 +132,18 @@ def create_app(store: Store, tokens: Tokens, vendor: Path) -> FastAPI:
 
     @app.get("/api/trackers")
     def api_trackers() -> list[dict[str, Any]]:
-        """Every tracker: its state, its daily number per tested commit, and the commit
-        ranges changes were found in (`marks`: first-parent positions, culprits)."""
-        return [{**t.to_json(), "marks": tracker_marks(store, t.tracker.name, t.numbers)} for t in _trackers(store)]
+        """Every tracker: its state, its daily number per tested commit (with the commit's
+        author and date when the store kept them), and the commit ranges changes were
+        found in (`marks`: first-parent positions, culprits)."""
+        out = []
+        for t in _trackers(store):
+            state = t.to_json()
+            facts = store.stored_commits(n.commit for n in t.numbers)
+            for n in state["daily_numbers"]:
+                fact = facts.get(n["commit"])
+                n["author"], n["date"] = (fact.author, fact.date.isoformat() if fact.date else None) if fact else (None, None)
+            out.append({**state, "marks": tracker_marks(store, t.tracker.name, t.numbers)})
+        return out
 
     @app.get("/api/series")
     def api_series(metric: str, case: str | None = None, machine: str | None = None, since: datetime | None = None,

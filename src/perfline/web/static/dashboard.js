@@ -20,6 +20,11 @@ function num(value) { return Number(value).toPrecision(4); }
 function short(sha) { return sha ? sha.slice(0, 7) : ""; }
 function day(seconds) { return new Date(seconds * 1000).toISOString().slice(0, 16).replace("T", " ") + " UTC"; }
 
+// "author, committed 2026-11-26 21:50" from the store's commit facts
+function committed(p) {
+  return [p.author, p.date ? "committed " + p.date.slice(0, 16).replace("T", " ") : ""].filter(Boolean).join(", ");
+}
+
 function culpritText(culprits) {
   if (!culprits || !culprits.length) return "";
   const named = culprits.map((c) => short(c.commit) + (c.subject ? " " + c.subject : ""));
@@ -144,7 +149,7 @@ function hoverText(doc, merged, x) {
     if (!lines.length) {
       const what = s.bucket > 1 ? s.bucket + " points from " + p.name : (p.commit || p.name);
       lines.push(what + (p.subject && s.bucket === 1 ? "  " + p.subject : ""));
-      if (p.author || p.date) lines.push([p.author, p.date].filter(Boolean).join(", "));
+      if (p.author || p.date) lines.push(committed(p));
       lines.push("tested " + day(p.time) + "  run" + (p.runs.length > 1 ? "s " : " ") + p.runs.join(", ") +
         (p.label ? "  label " + p.label : ""));
     }
@@ -426,7 +431,8 @@ function drawNumbers(el, trackers) {
   const hover = el.parentElement.querySelector(".hover");
   opts.hooks = { setCursor: [(u) => {
     const p = n[u.cursor.idx];
-    hover.textContent = p == null ? "" : p.commit + "  " + p.subject + "\nposition " + p.position + "  number " +
+    hover.textContent = p == null ? "" : p.commit + "  " + p.subject + (p.author || p.date ? "\n" + committed(p) : "") +
+      "\nposition " + p.position + "  number " +
       p.value.toFixed(1) + " [" + p.ci[0].toFixed(1) + ", " + p.ci[1].toFixed(1) + "]  tested " +
       p.tested_at.slice(0, 16).replace("T", " ");
   }] };
