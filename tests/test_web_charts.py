@@ -6,7 +6,6 @@ page. On the tracked history of conftest plus a two-case job at two of its commi
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -27,9 +26,8 @@ from perfline.store.store import SampleColumns
 from perfline.web.posterior_map import posterior_map
 from perfline.web.sample_strips import MAX_DOTS, strips
 from perfline.web.series_names import key_parts, name_series
-from web_site import browser, serving  # noqa: F401 - browser: a fixture
+from web_site import browser, load_pages, serving  # noqa: F401 - browser: a fixture
 
-ROOT = Path(__file__).resolve().parents[1]
 SHA = re.compile(r"[0-9a-f]{7}")
 # Two cases that differ in their command only, run at two commits of the tracked tree.
 VARIED_JOB = """name: varied
@@ -266,10 +264,7 @@ def test_the_charts_are_usable_by_keyboard(server: str, browser: object, tracked
 def test_no_serious_or_critical_accessibility_violation(server: str, browser: object) -> None:
     """axe-core (web/package.json) in Chromium on one page of each kind, as web/pages.py
     audits every page of the demo's store in `make screenshots`."""
-    spec = importlib.util.spec_from_file_location("pages", ROOT / "web" / "pages.py")
-    assert spec is not None and spec.loader is not None
-    pages = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(pages)
+    pages = load_pages()
     paths = pages.one_of_each(pages.crawl(server))
     kinds = {urlsplit(path).path.split("/")[1] for path in paths}
     assert {"", "series", "regressions", "runs", "bisections", "compare"} <= kinds, paths

@@ -1,46 +1,28 @@
-"""What the dashboard's browser tests share: `perfline serve` on a store, and Debian's
-Chromium driven by Playwright."""
+"""What the dashboard's browser tests share: `perfline serve` on a store (web/pages.py's,
+which `make screenshots` uses too), and Debian's Chromium driven by Playwright."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
+import importlib.util
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
-import httpx
 import pytest
-
-from conftest import free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
 
 
-@contextmanager
-def serving(db: Path, tokens: Path | None = None) -> Iterator[str]:
-    """`perfline serve` on the store, until the block ends; its URL."""
-    port = free_port()
-    command = [sys.executable, "-m", "perfline", "--db", str(db), "serve", "--port", str(port)]
-    proc = subprocess.Popen(command + (["--token-file", str(tokens)] if tokens else []), stderr=subprocess.PIPE,
-                            text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    try:
-        while True:
-            try:
-                if httpx.get(url + "/api/trackers", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, proc.communicate()[1]
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+def load_pages() -> ModuleType:
+    """web/pages.py (a script beside the npm packages, not a module of perfline)."""
+    spec = importlib.util.spec_from_file_location("pages", Path(__file__).resolve().parents[1] / "web" / "pages.py")
+    assert spec is not None and spec.loader is not None
+    pages = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pages)
+    return pages
+
+
+serving = load_pages().served
 
 
 @pytest.fixture(scope="module")

@@ -39,12 +39,15 @@ BLOCKING = ("serious", "critical")
 
 
 @contextmanager
-def served(db: Path) -> Iterator[str]:
+def served(db: Path, tokens: Path | None = None) -> Iterator[str]:
+    """`perfline serve` on the store (with a token file if given) until the block ends;
+    its URL. RuntimeError when it does not answer within a minute."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "perfline", "--db", str(db), "serve", "--port", str(port)],
-                              stderr=subprocess.PIPE, text=True)
+    command = [sys.executable, "-m", "perfline", "--db", str(db), "serve", "--port", str(port)]
+    server = subprocess.Popen(command + (["--token-file", str(tokens)] if tokens else []), stderr=subprocess.PIPE,
+                              text=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -55,7 +58,8 @@ def served(db: Path) -> Iterator[str]:
             except httpx.HTTPError:
                 pass
             if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"error: perfline serve did not start on {db}: {server.communicate()[1].strip()}")
+                server.kill()
+                raise RuntimeError(f"perfline serve did not start on {db}: {server.communicate()[1].strip()}")
             time.sleep(0.2)
         yield url
     finally:
@@ -138,6 +142,14 @@ def main() -> int:
     if not args.db.is_file():
         print(f"error: {args.db}: no such store (make it with examples/track/demo.sh)", file=sys.stderr)
         return 2
+    try:
+        return _run(args)
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
     from playwright.sync_api import sync_playwright
 
     with served(args.db) as base, sync_playwright() as p:

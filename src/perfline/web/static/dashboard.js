@@ -160,22 +160,24 @@ function hoverText(doc, merged, x) {
   return lines.join("\n");
 }
 
+// Each [from, to, kind] stretch of x shaded under the data, red or green by its kind.
+function shade(u, stretches) {
+  const ctx = u.ctx;
+  ctx.save();
+  for (const [from, to, kind] of stretches) {
+    const left = u.valToPos(from, "x", true);
+    ctx.fillStyle = markColor(kind) + "22";
+    ctx.fillRect(left, u.bbox.top, u.valToPos(to, "x", true) - left, u.bbox.height);
+  }
+  ctx.restore();
+}
+
 // The regressions of a series: the stretch between the points before and after the
 // change shaded, a line at the first point after it, and its label.
 function changesPlugin(changes) {
   return {
     hooks: {
-      drawClear: [(u) => {
-        const ctx = u.ctx;
-        ctx.save();
-        for (const m of changes) {
-          const from = u.valToPos(m.from, "x", true);
-          const to = u.valToPos(m.x, "x", true);
-          ctx.fillStyle = markColor(m.kind) + "22";
-          ctx.fillRect(from, u.bbox.top, to - from, u.bbox.height);
-        }
-        ctx.restore();
-      }],
+      drawClear: [(u) => shade(u, changes.map((m) => [m.from, m.x, m.kind]))],
       draw: [(u) => {
         const ctx = u.ctx;
         ctx.save();
@@ -347,16 +349,7 @@ function drawSeries(el, doc, small) {
 function marksPlugin(marks) {
   return {
     hooks: {
-      drawClear: [(u) => {
-        const ctx = u.ctx;
-        ctx.save();
-        for (const m of marks) {
-          const from = u.valToPos(m.from, "x", true);
-          ctx.fillStyle = markColor(m.kind) + "22";
-          ctx.fillRect(from, u.bbox.top, u.valToPos(m.to, "x", true) - from, u.bbox.height);
-        }
-        ctx.restore();
-      }],
+      drawClear: [(u) => shade(u, marks.map((m) => [m.from, m.to, m.kind]))],
       draw: [(u) => {
         const ctx = u.ctx;
         const dpr = devicePixelRatio;
