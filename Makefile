@@ -20,7 +20,7 @@ NPM_PACKAGES := nodejs npm
 NATIVE_SRC := $(wildcard native/*.c)
 NATIVE_BIN := $(patsubst native/%.c,native/build/%,$(NATIVE_SRC))
 
-.PHONY: all install-deps install native web-assets demo test test-slow case-studies lint clean
+.PHONY: all install-deps install native web-assets demo screenshots test test-slow case-studies lint clean
 
 all: install native web-assets
 
@@ -66,6 +66,17 @@ demo: install-deps install native web-assets
 	$(BIN)/perfline ab sched-pipe -p loops=20000 --a param:cpus=0 --b param:cpus=0,1 --pairs 6 --label demo
 	$(BIN)/perfline runs --limit 5
 	examples/track/demo.sh $(BIN)/perfline
+
+# docs/images/ anew from the demo's tracker store (examples/track/demo.sh in a scratch
+# directory, about 2.5 minutes on this host), then axe-core's accessibility audit of every
+# page of that store's dashboard (about 2 minutes): it fails on a serious or critical
+# violation.
+screenshots: install-deps install native web-assets
+	scratch=$$(mktemp -d) && trap 'rm -rf "$$scratch"' EXIT && \
+	(cd "$$scratch" && $(CURDIR)/examples/track/demo.sh $(abspath $(BIN))/perfline >demo.log 2>&1 || \
+		{ cat demo.log; exit 1; }) && \
+	$(BIN)/python web/pages.py --db "$$scratch/track-demo.db" screenshots docs/images && \
+	$(BIN)/python web/pages.py --db "$$scratch/track-demo.db" audit
 
 # Types and lint first: the code says it is typed, so the build checks it.
 lint: install

@@ -6,23 +6,21 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from conftest import LABEL_ATTACK, SCRIPT_SUBJECT, free_port
+from conftest import LABEL_ATTACK, SCRIPT_SUBJECT
 from perfline.store import Store
 from perfline.web.app import create_app
 from perfline.web.assets import vendor_dir
 from perfline.web.auth import Tokens
+from web_site import browser, serving  # noqa: F401 - browser: a fixture
 
 TOKEN = "s3cret-token-for-tests"
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 @pytest.fixture
@@ -98,56 +96,38 @@ def test_pages_escape_and_forbid_inline_script(client: TestClient) -> None:
 
 @pytest.fixture
 def server(site: Path) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "perfline", "--db", str(site / "db"), "serve", "--port", str(port),
-                             "--token-file", str(site / "tokens")], stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(url + "/api/trackers", timeout=5).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert proc.poll() is None, proc.communicate()[1]
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.2)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
+    """A server of its own, for a test that triages."""
+    with serving(site / "db", site / "tokens") as url:
+        yield url
 
 
-@pytest.fixture
-def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    if not CHROMIUM.exists():
-        pytest.fail("Debian's chromium is missing (`make test` installs it)", pytrace=False)
-    with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield launched
-        launched.close()
+@pytest.fixture(scope="module")
+def reader(tracked_history: Path) -> Iterator[str]:
+    """One server on the tracked history for the tests that only read (it starts in
+    seconds to tens of seconds on a loaded machine)."""
+    with serving(tracked_history / "db") as url:
+        yield url
 
 
 PAGES = {"front": "/", "series": "/series?metric=command.seconds", "regressions": "/regressions",
          "regression": "/regressions/1", "runs": "/runs", "bisection": "/bisections/1", "compare": "/compare?a=3&b=4"}
 
 
-def test_every_page_in_chromium_runs_no_stored_script(server: str, browser: object, tmp_path: Path) -> None:
+def test_every_page_in_chromium_runs_no_stored_script(reader: str, browser: object, tmp_path: Path) -> None:
     page = browser.new_page(viewport={"width": 1200, "height": 900})  # type: ignore[attr-defined]
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     for name, url in PAGES.items():
-        page.goto(server + url)
+        page.goto(reader + url)
         page.wait_for_load_state("networkidle")
         assert page.evaluate("typeof window.pwned") == "undefined", name
         page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
     assert errors == []
 
 
-def test_series_page_draws_and_hover_shows_the_commit(server: str, browser: object, tracked_history: Path) -> None:
+def test_series_page_draws_and_hover_shows_the_commit(reader: str, browser: object, tracked_history: Path) -> None:
     page = browser.new_page(viewport={"width": 1200, "height": 900})  # type: ignore[attr-defined]
-    page.goto(server + "/series?metric=command.seconds")
+    page.goto(reader + "/series?metric=command.seconds")
     page.wait_for_selector("[data-series][data-drawn='1'] canvas")
     first_paint = page.evaluate(
         "performance.getEntriesByType('paint').map(e => e.startTime).reduce((a, b) => Math.max(a, b), 0)")
@@ -159,7 +139,9 @@ def test_series_page_draws_and_hover_shows_the_commit(server: str, browser: obje
     head = subprocess.run(["git", "-C", str(tracked_history / "src"), "rev-parse", "HEAD"], capture_output=True,
                           text=True, check=True).stdout.strip()
     page.wait_for_function("document.querySelector('.hover').textContent.length > 0")
-    assert head[:12] in page.locator(".hover").text_content()
+    hover = page.locator(".hover").text_content() or ""
+    assert hover.startswith(head) and f"sched/eevdf: {SCRIPT_SUBJECT}" not in hover  # not the culprit: the head
+    assert "±" in hover and "sd of 5 samples" in hover and "run " in hover
 
 
 def test_triage_in_the_page_with_and_without_the_token(server: str, browser: object) -> None:
@@ -212,9 +194,9 @@ def _changes(read: Callable[[], tuple[float, float]], before: tuple[float, float
     return now
 
 
-def test_the_series_chart_zooms_and_pans(server: str, browser: object) -> None:
+def test_the_series_chart_zooms_and_pans(reader: str, browser: object) -> None:
     page = browser.new_page(viewport={"width": 1200, "height": 900})  # type: ignore[attr-defined]
-    page.goto(server + "/series?metric=command.seconds")
+    page.goto(reader + "/series?metric=command.seconds")
     page.wait_for_selector("[data-series][data-drawn='1'] canvas")
     box = page.locator(".u-over").first.bounding_box()
     assert box is not None

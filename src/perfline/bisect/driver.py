@@ -135,6 +135,9 @@ class Step:
     sample: BisectSample
     culprit: int | None  # the most probable first bad commit then; None for history
     probability: float
+    # P(first bad commit = k) over the range's commits after this sample; empty for
+    # history and unsteady samples (the dashboard draws it per probe).
+    posterior: tuple[float, ...] = ()
 
 
 def trace(store: Store, record: BisectionRecord) -> list[Step]:
@@ -149,7 +152,7 @@ def trace(store: Store, record: BisectionRecord) -> list[Step]:
         elif sample.phase != HISTORY:
             bisection.observe(sample.commit_index, sample.value)
             result = bisection.result()
-            steps.append(Step(sample, result.culprit, result.probability))
+            steps.append(Step(sample, result.culprit, result.probability, tuple(bisection.posterior().tolist())))
     return steps
 
 

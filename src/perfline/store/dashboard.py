@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from perfline.records.status import RunStatus
 from perfline.store.engine import Sessions, aware, by_id
-from perfline.store.schema import RegressionEventRow, RegressionRow, RunRow, SampleRow
+from perfline.store.schema import MetricRow, RegressionEventRow, RegressionRow, RunRow, SampleRow
 
 # Perfherder's alert states: what a person decided about a regression.
 TRIAGE = ("untriaged", "acknowledged", "investigating", "fixed", "invalid", "wontfix", "backed-out", "infra")
@@ -68,6 +68,12 @@ class DashboardQueries:
         # tens of milliseconds. Times stay as stored (naive UTC on SQLite).
         with self._session() as session:
             return cast(list[SeriesRow], session.connection().execute(query).all())
+
+    def metric_unit(self, metric: str) -> tuple[str, str] | None:
+        """(unit, direction) of a metric the store knows, else None."""
+        with self._session() as session:
+            row = session.get(MetricRow, metric)
+            return None if row is None else (row.unit, row.direction)
 
     def metric_cases(self, metric: str) -> list[tuple[str, str, str]]:
         """(case key, machine id, hostname) of every series of the metric."""

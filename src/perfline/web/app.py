@@ -27,7 +27,10 @@ from perfline.store import Regression, RunNotFound, Store
 from perfline.store.bisections import BisectionNotFound
 from perfline.store.dashboard import TRIAGE, TriageError
 from perfline.web.auth import Tokens
-from perfline.web.series_data import DEFAULT_MAX_POINTS, series_json
+from perfline.web.posterior_map import posterior_map
+from perfline.web.sample_strips import MAX_DOTS, strips
+from perfline.web.series_data import DEFAULT_MAX_POINTS, culprits, series_json
+from perfline.web.tracker_marks import tracker_marks
 
 HERE = Path(__file__).parent
 # No inline script or style anywhere: a stored string that gets past escaping still
@@ -119,7 +122,7 @@ def create_app(store: Store, tokens: Tokens, vendor: Path) -> FastAPI:
     @app.get("/compare", response_class=HTMLResponse, include_in_schema=False)
     def compare_page(request: Request, a: int | None = None, b: int | None = None, a_label: str | None = None,
                      b_label: str | None = None) -> HTMLResponse:
-        return page(request, "compare.html", cases=_compare(store, a, b, a_label, b_label))
+        return page(request, "compare.html", cases=_compare(store, a, b, a_label, b_label), max_dots=MAX_DOTS)
 
     @app.get("/bisections/{bisection_id}", response_class=HTMLResponse, include_in_schema=False)
     def bisection_page(request: Request, bisection_id: int) -> HTMLResponse:
@@ -129,8 +132,18 @@ def create_app(store: Store, tokens: Tokens, vendor: Path) -> FastAPI:
 
     @app.get("/api/trackers")
     def api_trackers() -> list[dict[str, Any]]:
-        """Every tracker: its state and its daily number per tested commit."""
-        return [t.to_json() for t in _trackers(store)]
+        """Every tracker: its state, its daily number per tested commit (with the commit's
+        author and date when the store kept them), and the commit ranges changes were
+        found in (`marks`: first-parent positions, culprits)."""
+        out = []
+        for t in _trackers(store):
+            state = t.to_json()
+            facts = store.stored_commits(n.commit for n in t.numbers)
+            for n in state["daily_numbers"]:
+                fact = facts.get(n["commit"])
+                n["author"], n["date"] = (fact.author, fact.date.isoformat() if fact.date else None) if fact else (None, None)
+            out.append({**state, "marks": tracker_marks(store, t.tracker.name, t.numbers)})
+        return out
 
     @app.get("/api/series")
     def api_series(metric: str, case: str | None = None, machine: str | None = None, since: datetime | None = None,
@@ -197,17 +210,22 @@ def create_app(store: Store, tokens: Tokens, vendor: Path) -> FastAPI:
 
 
 def _trackers(store: Store) -> list[Any]:
+    """Each tracker's state; one whose file or tree is not on this machine (a team's
+    dashboard server has no checkout) with what the store holds: its numbers, its
+    tested commits and open regressions, and `pending` and `budget_left` of -1 (unknown)."""
+    from perfline.report.tracking import TrackerState
+    from perfline.track.judging import open_regressions
     from perfline.track.status import tracker_states
 
-    names = [t.name for t in store.trackers()]
-    try:
-        return tracker_states(store, names, lambda _: None)
-    except Exception:  # noqa: BLE001 - a tracker whose file or tree is gone still has numbers to show
-        from perfline.report.tracking import TrackerState
-        from perfline.track.judging import open_regressions
-
-        return [TrackerState(t, None, 0, 0, len(open_regressions(store, t.name)), 0, store.daily_numbers(t.name))
-                for t in store.trackers()]
+    states = []
+    for t in store.trackers():
+        try:
+            states += tracker_states(store, [t.name], lambda _: None)
+        except Exception:  # noqa: BLE001 - a tracker whose file or tree is gone still has numbers to show
+            numbers = store.daily_numbers(t.name)
+            states.append(TrackerState(t, numbers[-1].commit if numbers else None, len(numbers), -1,
+                                       len(open_regressions(store, t.name)), -1, numbers))
+    return states
 
 
 def _filtered(store: Store, status: str | None, tracker: str | None, metric: str | None,
@@ -225,13 +243,10 @@ def _by_range(listed: list[Regression]) -> list[dict[str, Any]]:
         groups[key].append(r)
     out = []
     for (tracker, first, last), members in groups.items():
-        culprit = next((r for r in members if r.culprit or r.culprits), None)
+        named = next((r for r in members if r.culprit or r.culprits), None)
         out.append({"tracker": tracker, "range": f"{str(first)[:12]}..{str(last)[:12]}" if tracker or
                     isinstance(first, str) else f"runs {first}..{last}", "regressions": members,
-                    "culprit": culprit.culprit if culprit else None,
-                    "culprit_subject": culprit.culprit_subject if culprit else None,
-                    "culprits": culprit.culprits if culprit else (),
-                    "newest": max(r.updated_at for r in members)})
+                    "culprits": culprits(named) if named else [], "newest": max(r.updated_at for r in members)})
     return sorted(out, key=lambda g: g["newest"], reverse=True)
 
 
@@ -261,7 +276,7 @@ def _compare(store: Store, a: int | None, b: int | None, a_label: str | None, b_
             return []
     except RunNotFound as exc:
         raise HTTPException(404, str(exc)) from None
-    return [comparison_json(compare_sides(sides, store)) for sides in groups]
+    return [{**comparison_json(compare_sides(sides, store)), "strips": strips(sides)} for sides in groups]
 
 
 def _bisection(store: Store, bisection_id: int) -> dict[str, Any]:
@@ -271,12 +286,17 @@ def _bisection(store: Store, bisection_id: int) -> dict[str, Any]:
         record = store.bisection(bisection_id)
     except BisectionNotFound:
         raise HTTPException(404, f"no bisection {bisection_id}") from None
+    steps = trace(store, record)
     probes = [{"n": i, "commit": record.spec.commits[step.sample.commit_index], "phase": step.sample.phase,
                "value": step.sample.value, "run": step.sample.run_id,
                "most_probable": record.spec.commits[step.culprit] if step.culprit is not None else None,
                "probability": None if step.culprit is None else step.probability}
-              for i, step in enumerate(trace(store, record), start=1)]
-    return {"record": record, "probes": probes}
+              for i, step in enumerate(steps, start=1)]
+    result = record.result or {}
+    # The culprit, or the range the bisection ended on.
+    suspects = result.get("culprits") or ([result["culprit"]] if result.get("culprit") else [])
+    return {"record": record, "probes": probes, "posterior": posterior_map(record.spec.commits, steps),
+            "culprits": suspects}
 
 
 def _jsonable(value: Any) -> Any:
