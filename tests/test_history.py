@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cli import perfline
 
 from perfline.analysis import regressions as records
 from perfline.analysis.series import build_series
@@ -18,6 +17,7 @@ from perfline.records.job import Case
 from perfline.records.metric import Direction, Measurement, Metric
 from perfline.store import Regression, Store
 from perfline.targets import local
+from test_cli import perfline
 
 THROUGHPUT = Metric("tbench.throughput", "MB/s", Direction.HIGHER, "throughput")
 CASE = Case("tbench", "tbench", {"clients": 2, "duration": 5}, {}, 5, 0, (), "local")
