@@ -251,7 +251,7 @@ def test_a_machine_unusable_for_long_stops_the_bisection_until_resumed(
     assert "the machine was unusable for " in line and "slower than its pace of the last 2 min" in line
     assert "bisect resume 1" in line
     unsteady = [phase for _, phase in bisect_samples(db)].count("unsteady")
-    assert unsteady >= 2
+    assert unsteady >= 1
     (pace / "erratic").unlink()
     resumed = subprocess.run([sys.executable, "-m", "perfline", "--db", str(db), "bisect", "resume", "1", "--json"],
                              capture_output=True, text=True, timeout=600)

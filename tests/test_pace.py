@@ -66,7 +66,7 @@ def test_old_readings_leave_the_window() -> None:
 
 def test_a_wandering_pace_widens_the_tolerance_up_to_its_cap() -> None:
     wandering = [480, 620, 540, 700, 510, 660, 590, 800, 500, 640, 560, 720]
-    guard = scripted(wandering + [5000])
+    guard = scripted([*wandering, 5000])
     for _ in wandering:
         guard.slowdown()
     assert TOLERANCE < guard.allowed() <= MAX_ALLOWED

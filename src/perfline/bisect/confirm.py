@@ -77,8 +77,8 @@ class Confirmation:
     decision: Decision
     change_pct: float  # culprit vs parent, trimmed means of the logs, at the latest look
     ci_pct: tuple[float, float]  # a repeated interval: 95% whatever look stopped the A/B
-    # One-sided in the direction the bisection found, of the whole sequential test
-    # (stage-wise ordering): the A/B confirms when it is below alpha.
+    # One-sided in the direction the bisection found, the look's p-value times alpha over
+    # the look's nominal level: the A/B confirms when it is below alpha.
     p_value: float
     samples: int  # fresh samples at the parent and the culprit together
 
@@ -87,7 +87,7 @@ class Confirmation:
 class _Look:
     change_pct: float
     ci_pct: tuple[float, float]
-    p_value: float  # of the whole sequential test
+    p_value: float  # scaled to the whole test's alpha
     crossed: bool  # the look's statistic crossed its boundary
 
 
@@ -148,11 +148,12 @@ class ABConfirmation:
             ci = test.confidence_interval(self.looks.confidence_at(n))
             t_toward = test.statistic if self.increase else -test.statistic
             nominal = float(stats.t.sf(t_toward, test.df))
-            # The t's p-value as a normal quantile: the scale the boundary is on.
-            p = self.looks.one_sided_p(n, float(stats.norm.isf(nominal)))
+            level = self.looks.one_sided_alpha(n)
+            # Scaled to the whole test's alpha: below it exactly when the look confirms.
+            p = min(1.0, nominal * self.looks.alpha / level)
             # The t interval is centred on the difference of the trimmed means.
             change = percent(float(ci.low + ci.high) / 2.0)
-            crossed = nominal < self.looks.one_sided_alpha(n)
+            crossed = nominal < level
             self._judged[n] = _Look(change, (percent(ci.low), percent(ci.high)), p, crossed)
         return self._judged[n]
 

@@ -82,11 +82,6 @@ class SequentialPlan:
         """The level of the look's two-sided interval: (1 - confidence)/2 spent a side."""
         return 1.0 - 2.0 * self._boundary((1.0 - self.confidence) / 2.0).nominal[self.look(pairs)]
 
-    def one_sided_p(self, pairs: int, z: float) -> float:
-        """The whole test's one-sided p-value on stopping at the look of `pairs` with the
-        look's statistic as a normal quantile `z` (stage-wise ordering)."""
-        return self._boundary(self.alpha).p_value(self.look(pairs), z)
-
     def judge(self, base: Sequence[float], other: Sequence[float], metric: Metric, floor_pct: float) -> Comparison:
         """The paired comparison of one look, at that look's alpha and confidence."""
         # Imported here: scipy costs a second at start-up and only the looks need it.

@@ -149,13 +149,6 @@ class Boundary:
         """The one-sided level each look is judged at: 1 - Phi(b_k)."""
         return tuple(float(_normal_sf(z)) for z in self.z)
 
-    def p_value(self, k: int, z: float) -> float:
-        """The stage-wise ordered p-value of stopping at look k with statistic z: the
-        chance under the null of crossing at an earlier look, or of reaching look k and
-        exceeding z there. It is below alpha exactly when z crosses b_k."""
-        return min(1.0, sum(self.spent[:k]) + self._crossing(k, z))
-
-
 @lru_cache(maxsize=64)
 def boundary(fractions: tuple[float, ...], alpha: float, kind: Spending) -> Boundary:
     return Boundary(fractions, alpha, kind)
