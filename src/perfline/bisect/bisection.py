@@ -28,7 +28,7 @@ import numpy as np
 from scipy import stats
 
 from perfline.bisect import posterior as model
-from perfline.bisect.confirm import ABConfirmation, Confirmation, Decision
+from perfline.bisect.confirm import ALPHA, ABConfirmation, Confirmation, Decision
 from perfline.bisect.strategy import group_heads, group_posterior, informative_probe
 from perfline.records.metric import Direction
 from perfline.records.status import BisectionStatus
@@ -49,10 +49,13 @@ NO_CHANGE_Z = 1.0
 # 40.7 at 0.8 but 99.0% exact (200 trials each, bench/bisect_sim.py); a wrong pair is
 # still confirmed at most at the A/B's alpha.
 CONFIRM_FROM = 0.9
-# A/Bs a bisection may run: the first, and one more after it did not confirm. Each
-# confirms a wrong pair (an A/A pair) at most at its alpha, so a wrong `found` is at most
-# twice that share of the posterior's wrong pairs.
-MAX_CONFIRMATIONS = 2
+# The confirmation's error budget over a bisection: twice the A/B's alpha. Each A/B
+# confirms a wrong pair (an A/A pair) at most at the alpha its boundary spent by the
+# last look it reached (all of it at its last look, 0.28% by 6 a side, none before the
+# first look), so a wrong `found` is at most this share of the posterior's wrong pairs.
+# An A/B starts only while a whole alpha is left: the first one, and after it one more,
+# or more when the earlier ones were stopped early.
+CONFIRMATION_BUDGET = 2 * ALPHA
 # The A/B is stopped once the posterior's mass on its culprit falls below this: the
 # samples say the pair is not the step.
 LEFT_PAIR = 0.5
@@ -263,10 +266,15 @@ class Bisection:
             ab.stop()
         if self._abs and self._abs[-1].result().decision is Decision.CONFIRMED:
             return
-        if len(self._abs) < MAX_CONFIRMATIONS and self._confident() and self._runs < self.max_runs:
+        if self._may_confirm() and self._confident() and self._runs < self.max_runs:
             culprit = int(np.argmax(self._grouped()))
             increase = self._change(culprit)[0] > 0
             self._abs.append(ABConfirmation(self._suspects(culprit)[0] - 1, culprit, increase))
+
+    def _may_confirm(self) -> bool:
+        """Whether a new A/B may start: a whole alpha is left of the budget."""
+        spent = sum(ab.spent() for ab in self._abs)
+        return CONFIRMATION_BUDGET - spent >= ALPHA - 1e-12
 
     def _confirmation(self) -> Confirmation | None:
         """The last A/B's result, None before the first one started."""
@@ -284,7 +292,10 @@ class Bisection:
         if (last := self._confirmation()) is not None:
             if last.decision is Decision.CONFIRMED:
                 return BisectionStatus.FOUND
-            if last.decision is Decision.NOT_CONFIRMED and len(self._abs) >= MAX_CONFIRMATIONS:
+            # No A/B is left: the end, once the posterior is sure again of a culprit (an A/B
+            # stopped early left it unsure) or when the last A/B ran to its last look.
+            if (last.decision is Decision.NOT_CONFIRMED and not self._may_confirm()
+                    and (self._confident() or self._abs[-1].ran_out())):
                 return BisectionStatus.UNCONFIRMED
         if self._runs >= self.max_runs:
             return BisectionStatus.BUDGET

@@ -127,6 +127,18 @@ class ABConfirmation:
         """End the A/B before its last look: not confirmed, unless a look already did."""
         self._stopped = True
 
+    def _taken(self) -> int:
+        return min(len(self._samples[self.parent]), len(self._samples[self.culprit]))
+
+    def spent(self) -> float:
+        """The alpha the looks taken so far spent: what confirming an A/A pair by now
+        could have cost at most."""
+        return self.looks.spent_by(self._taken())
+
+    def ran_out(self) -> bool:
+        """Whether the A/B reached its last look."""
+        return self._taken() >= self.looks.looks[-1]
+
     def taken(self, commit: int) -> list[float]:
         """The A/B's samples at `commit` (none unless it is the parent or the culprit)."""
         return list(self._samples.get(commit, ()))
@@ -158,7 +170,7 @@ class ABConfirmation:
         return self._judged[n]
 
     def result(self) -> Confirmation:
-        taken = min(len(self._samples[self.parent]), len(self._samples[self.culprit]))
+        taken = self._taken()
         samples = len(self._samples[self.parent]) + len(self._samples[self.culprit])
         nan = float("nan")
         latest, decision = _Look(nan, (nan, nan), nan, False), Decision.PENDING
