@@ -11,7 +11,8 @@ A/B's. The A/B's test is on samples taken after the pair was chosen, so they pla
 part in choosing it (confirm.py says why that matters); they are evidence for the
 posterior too, which therefore keeps learning while the A/B runs. When the posterior
 leaves the pair, the A/B is stopped (not confirmed); after an A/B that did not confirm,
-probing goes on from the posterior with its samples, for one more A/B at most. A sample
+probing goes on from the posterior with its samples, for one more A/B (more when they
+were stopped early: CONFIRMATION_BUDGET). A sample
 is an A/B's exactly when the samples before it started that A/B and did not end it,
 which replaying them in order finds again. So one loop of next_probe/observe runs the
 whole bisection, every run it makes is counted, and a resumed bisection continues an
