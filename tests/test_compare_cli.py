@@ -217,7 +217,7 @@ def test_compare_csv_files_like_stored_runs(tmp_path: Path) -> None:
 
 
 def test_compare_csv_columns_are_one_family_unless_primary(tmp_path: Path) -> None:
-    """Without --primary every column is judged in one Benjamini–Hochberg family at α;
+    """Without --primary every column is judged in one Benjamini–Hochberg family at α/2;
     --primary keeps the headline at α and says so; a --primary that is not a compared
     column is a one-line error."""
     rng = np.random.default_rng(5)
@@ -227,7 +227,7 @@ def test_compare_csv_columns_are_one_family_unless_primary(tmp_path: Path) -> No
         (tmp_path / name).write_text("\n".join(rows) + "\n")
     files = [str(tmp_path / "before.csv"), str(tmp_path / "after.csv")]
     family = json.loads(perfline(tmp_path / "db", "compare", "--csv", *files, "--json").stdout)["cases"][0]
-    assert any("seconds, c1, c2: judged as one family (Benjamini–Hochberg at α=0.01)" in n for n in family["notes"])
+    assert any("seconds, c1, c2: judged as one family (Benjamini–Hochberg at α=0.005)" in n for n in family["notes"])
     assert family["metrics"][0]["others"][0]["verdict"] == "regression"
     headline = json.loads(perfline(tmp_path / "db", "compare", "--csv", *files, "--primary", "seconds",
                                    "--json").stdout)["cases"][0]

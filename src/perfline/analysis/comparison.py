@@ -35,7 +35,9 @@ DEFAULT_CONFIDENCE = 0.95
 # its headline: per CPU, per thread, per pair) together gets half of alpha: with the
 # headline metric at alpha, a table with no change anywhere shows any `*` at most ~1.5%
 # of the time (bench/verdict_scenarios.py; each metric at alpha: 24%). A table without
-# headline metrics gives the family the whole alpha.
+# headline metrics (compare --csv without --primary) keeps the family at half of alpha
+# too: compare's per-metric rate on 10 samples a side is ~1.4% at alpha 0.01, and 20
+# such columns as a family at alpha showed a `*` in 2.8% of 250 null tables.
 FAMILY_ALPHA_SHARE = 0.5
 
 
@@ -239,15 +241,15 @@ def headline_rows(rows: list[MetricRow], names: frozenset[str] | None) -> set[in
 
 def family_controlled_together(rows: list[MetricRow], alpha: float, headline: set[int]) -> list[MetricRow]:
     """The rows not in `headline` judged as one family by Benjamini–Hochberg, per
-    compared side (stats.multiplicity): at FAMILY_ALPHA_SHARE of alpha beside headline
-    rows, at alpha when there are none. Headline rows are left as they are."""
+    compared side (stats.multiplicity), at FAMILY_ALPHA_SHARE of alpha. Headline rows
+    are left as they are."""
     from perfline.stats.multiplicity import benjamini_hochberg
     from perfline.stats.two_sample import rejudged
 
     family = [i for i in range(len(rows)) if i not in headline]
     if not family:
         return rows
-    level = alpha * FAMILY_ALPHA_SHARE if headline else alpha
+    level = alpha * FAMILY_ALPHA_SHARE
     judged = [list(row.others) for row in rows]
     for side in range(len(rows[0].others)):
         tested = [(i, c) for i in family if (c := rows[i].others[side]) is not None]
@@ -266,7 +268,7 @@ def family_note(rows: list[MetricRow], headline: set[int], alpha: float) -> str 
     what = ", ".join(own[:3]) + (f" and {len(own) - 3} more" if len(own) > 3 else "")
     members = " and ".join(part for part in (what, "the monitor metrics" if len(own) < len(family) else "") if part)
     if not headline:
-        return f"{members}: judged as one family (Benjamini–Hochberg at α={alpha:g})"
+        return f"{members}: judged as one family (Benjamini–Hochberg at α={alpha * FAMILY_ALPHA_SHARE:g})"
     names = ", ".join(rows[i].metric.name for i in sorted(headline))
     return (f"{members}: judged as one family (Benjamini–Hochberg at α={alpha * FAMILY_ALPHA_SHARE:g}); "
             f"the headline {names} each at α={alpha:g}")

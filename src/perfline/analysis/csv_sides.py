@@ -3,9 +3,9 @@
 Each file is one side, the first the baseline. A column named `run` groups rows into
 runs (runs are then the unit, as for stored runs); without it every row is its own run.
 Every other numeric column is a metric, or `--column` picks one. The columns are one
-family, judged together by Benjamini–Hochberg at alpha, unless `--primary` names the
-headline column(s): those are tested at alpha each and the others together at half of
-it, as a benchmark's headline metrics and the rest of its table. The result is a
+family, judged together by Benjamini–Hochberg at half of alpha, unless `--primary`
+names the headline column(s): those are tested at alpha each and the others together as
+the family, as a benchmark's headline metrics and the rest of its table. The result is a
 CaseComparison like a comparison of stored runs, so the table and the JSON are the same.
 """
 

@@ -302,7 +302,7 @@ def compare(
     direction: Annotated[str, typer.Option(help="With --csv: lower or higher is better.")] = "lower",
     primary: Annotated[list[str] | None, typer.Option(
         help="With --csv: the headline column, tested at α (repeat it); the other columns are one family "
-             "(Benjamini–Hochberg at α/2). Without it every column is in the family, at α.")] = None,
+             "(Benjamini–Hochberg at α/2). Without it every column is in the family.")] = None,
 ) -> None:
     """Compare runs: %change with its confidence interval, significance, and what differs."""
     if csv_files:
