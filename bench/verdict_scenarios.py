@@ -1,6 +1,7 @@
 """The verdict's error rates under the noise of issue 13's review, against its targets.
 
     .venv/bin/python bench/verdict_scenarios.py [--nulls 2000] [--steps 500]
+        [--only rows,ab,pairs-auto,tables]
 
 Called by bench/calibration.py as its section (d); runs alone too. Every row simulates
 two sides and runs perfline's own comparison (stats.two_sample.compare, and the table
@@ -13,6 +14,7 @@ rule of analysis.comparison for whole tables); targets at alpha 0.01:
 - coverage of the 95% CI of the change: 93-97%
 - `ab --pairs auto` (stats.sequential, at most 30 pairs): false significant on A/A <= 1.5%;
   mean pairs to decide a 3% step and an A/A pair in 1% noise
+- `compare --csv` of 20 independent columns with no change, one family: any `*` <= 2%
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from perfline.analysis.comparison import MetricRow, _monitors_controlled_together
+from perfline.analysis.comparison import MetricRow, family_controlled_together
 from perfline.records.metric import Direction, Metric
 from perfline.stats.sequential import SequentialPlan
 from perfline.stats.summary import summarize
@@ -119,7 +121,7 @@ def pairs_auto(trials: int, seed: int, step: float, noise: Noise) -> None:
         covered += final.ci_pct[0] <= 100 * step <= final.ci_pct[1]
     shares = ", ".join(f"{v} {100 * k / trials:.1f}%" for v, k in sorted(verdicts.items()))
     print(f"  {100 * step:g}% step: mean pairs {np.mean(used):5.1f} (median {np.median(used):g}); {shares}; "
-          f"CI ({100 * plan.look_confidence:.4g}%) covers {100 * covered / trials:.1f}%")
+          f"CI (repeated, {100 * plan.confidence:.4g}% over the looks) covers {100 * covered / trials:.1f}%")
 
 
 def tables(trials: int, seed: int, controlled: bool) -> float:
@@ -131,12 +133,57 @@ def tables(trials: int, seed: int, controlled: bool) -> float:
             a, b = 100 * rng.lognormal(0, 0.02, 10), 100 * rng.lognormal(0, 0.02, 10)
             source = "benchmark" if metric is SCORE else "monitor"
             rows.append(MetricRow(metric, source, summarize(a.tolist()), [compare(a, b, metric, floor_pct=0)]))
-        judged = _monitors_controlled_together(rows, 0.01) if controlled else rows
+        judged = family_controlled_together(rows, 0.01, {0}) if controlled else rows
         any_star += any(c is not None and c.significant for r in judged for c in r.others)
     return any_star / trials
 
 
-def report(nulls: int, steps: int) -> None:
+def csv_tables(trials: int, seed: int, primary: bool) -> tuple[float, float]:
+    """Null `compare --csv` tables of 20 columns, n=10 a side: any `*` with each column at
+    alpha, and as `compare --csv` judges them (one family, or the first column primary)."""
+    rng = np.random.default_rng(seed)
+    separate = family = 0
+    for _ in range(trials):
+        rows = []
+        for _ in range(20):
+            a, b = 100 * rng.lognormal(0, 0.02, 10), 100 * rng.lognormal(0, 0.02, 10)
+            rows.append(MetricRow(SCORE, "benchmark", summarize(a.tolist()), [compare(a, b, SCORE, floor_pct=0)]))
+        separate += any(c is not None and c.significant for r in rows for c in r.others)
+        judged = family_controlled_together(rows, 0.01, {0} if primary else set())
+        family += any(c is not None and c.significant for r in judged for c in r.others)
+    return separate / trials, family / trials
+
+
+SECTIONS = ("rows", "ab", "pairs-auto", "tables")
+
+
+def report(nulls: int, steps: int, only: tuple[str, ...] = SECTIONS) -> None:
+    if "rows" in only:
+        rows(nulls, steps)
+    if "ab" in only:
+        print(f"\nab, 10 pairs, second of a pair 0.5% slower, {nulls} trials; target <= 1.5%")
+        print(f"  A always first                {100 * ab_order(nulls, 40, 0.005, abba=False):5.1f}%")
+        print(f"  ABBA (perfline ab)            {100 * ab_order(nulls, 40, 0.005, abba=True):5.1f}%")
+    if "pairs-auto" in only:
+        print("\nab --pairs auto, at most 30 pairs, 1% noise and 2% drift shared by a pair; target A/A "
+              "regression/improvement <= 1.5%")
+        pairs_auto(nulls, 60, 0.0, lognormal(0.01))
+        pairs_auto(steps, 61, 0.03, lognormal(0.01))
+        pairs_auto(steps, 62, 0.0, outliers(0.01))
+    if "tables" in only:
+        n_tables = max(nulls // 4, 100)
+        print(f"\nnull tables of 1 benchmark + 25 monitor metrics, {n_tables} tables; any false *, target <= 1.5%")
+        print(f"  each metric at alpha          {100 * tables(n_tables, 50, controlled=False):5.1f}%")
+        print(f"  monitors by Benjamini-Hochberg {100 * tables(n_tables, 50, controlled=True):5.1f}%")
+        print(f"\ncompare --csv, 20 independent columns without change, n=10 a side, {n_tables} tables; "
+              "any false *, target <= 2%")
+        separate, family = csv_tables(n_tables, 51, primary=False)
+        print(f"  each column at alpha          {100 * separate:5.1f}%")
+        print(f"  one family (Benjamini-Hochberg at alpha/2) {100 * family:5.1f}%")
+        print(f"  --primary: 1 column at alpha, 19 a family at alpha/2 {100 * csv_tables(n_tables, 52, True)[1]:5.1f}%")
+
+
+def rows(nulls: int, steps: int) -> None:
     print(f"A/A, n=10 a side unless said, {nulls} trials a row; target false significant <= 1.5%, "
           "CI coverage 93-97%")
     row("normal 2%", normal(0.02), nulls, 1)
@@ -155,27 +202,19 @@ def report(nulls: int, steps: int) -> None:
     row("5% step, 10% outliers at x3, n=20", outliers(0.01), steps, 32, step=0.05, per_run=20,
         target="target power >= 90%")
     row("5% step, 5% lognormal noise, n=10", lognormal(0.05), steps, 33, step=0.05)
-    print(f"\nab, 10 pairs, second of a pair 0.5% slower, {nulls} trials; target <= 1.5%")
-    print(f"  A always first                {100 * ab_order(nulls, 40, 0.005, abba=False):5.1f}%")
-    print(f"  ABBA (perfline ab)            {100 * ab_order(nulls, 40, 0.005, abba=True):5.1f}%")
-    print("\nab --pairs auto, at most 30 pairs, 1% noise and 2% drift shared by a pair; target A/A "
-          "regression/improvement <= 1.5%")
-    pairs_auto(nulls, 60, 0.0, lognormal(0.01))
-    pairs_auto(steps, 61, 0.03, lognormal(0.01))
-    pairs_auto(steps, 62, 0.0, outliers(0.01))
-    n_tables = max(nulls // 4, 100)
-    print(f"\nnull tables of 1 benchmark + 25 monitor metrics, {n_tables} tables; any false *, target <= 1.5%")
-    print(f"  each metric at alpha          {100 * tables(n_tables, 50, controlled=False):5.1f}%")
-    print(f"  monitors by Benjamini-Hochberg {100 * tables(n_tables, 50, controlled=True):5.1f}%")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nulls", type=int, default=2000)
     parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated, of " + ", ".join(SECTIONS))
     args = parser.parse_args()
+    only = tuple(name.strip() for name in args.only.split(","))
+    if unknown := [name for name in only if name not in SECTIONS]:
+        raise SystemExit(f"unknown section: {', '.join(unknown)} (known: {', '.join(SECTIONS)})")
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
-    report(args.nulls, args.steps)
+    report(args.nulls, args.steps, only)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ def tracked_history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # The tracker's logic is what these stores are for: bench.c's noise is set, not timed.
     env = {**os.environ, **SET_NOISE, "PERFLINE_CACHE_DIR": str(where / "cache")}
     perfline = [sys.executable, "-m", "perfline", "--db", str(where / "db")]
-    proc = subprocess.run([*perfline, "track", "run", "tracker.yaml", "--once", "--pace-tolerance", "off"],
+    proc = subprocess.run([*perfline, "track", "run", "tracker.yaml", "--once"],
                           capture_output=True, text=True, cwd=where, env=env, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr
     labelled = subprocess.run([*perfline, "run", "command", "-p", "cmd=echo 1", "--repeat", "5", "--warmup", "0",

@@ -216,6 +216,30 @@ def test_compare_csv_files_like_stored_runs(tmp_path: Path) -> None:
     assert not db.exists()  # files are compared without a store
 
 
+def test_compare_csv_columns_are_one_family_unless_primary(tmp_path: Path) -> None:
+    """Without --primary every column is judged in one Benjamini–Hochberg family at α/2;
+    --primary keeps the headline at α and says so; a --primary that is not a compared
+    column is a one-line error."""
+    rng = np.random.default_rng(5)
+    for name, level in (("before.csv", 100.0), ("after.csv", 106.0)):
+        rows = ["seconds,c1,c2"] + [f"{level * rng.lognormal(0, 0.02):.3f},{rng.normal(5, 0.1):.3f},"
+                                    f"{rng.normal(7, 0.1):.3f}" for _ in range(12)]
+        (tmp_path / name).write_text("\n".join(rows) + "\n")
+    files = [str(tmp_path / "before.csv"), str(tmp_path / "after.csv")]
+    family = json.loads(perfline(tmp_path / "db", "compare", "--csv", *files, "--json").stdout)["cases"][0]
+    assert any("seconds, c1, c2: judged as one family (Benjamini–Hochberg at α=0.005)" in n for n in family["notes"])
+    assert family["metrics"][0]["others"][0]["verdict"] == "regression"
+    headline = json.loads(perfline(tmp_path / "db", "compare", "--csv", *files, "--primary", "seconds",
+                                   "--json").stdout)["cases"][0]
+    assert any(n.startswith("c1, c2: judged as one family (Benjamini–Hochberg at α=0.005); the headline seconds "
+                            "each at α=0.01") for n in headline["notes"])
+    assert headline["metrics"][0]["others"][0]["verdict"] == "regression"
+    bad = perfline(tmp_path / "db", "compare", "--csv", *files, "--primary", "minutes", check=False)
+    assert bad.returncode == 2
+    [line] = bad.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "before.csv:1: --primary minutes: not among the compared columns" in line
+
+
 @pytest.mark.parametrize(("content", "message"), [
     ("run,seconds\nr1,1.0\nr1,oops\n", "bad.csv:3: 'seconds' is 'oops', not a number"),
     ("seconds\n", "bad.csv:1: expected a header line"),

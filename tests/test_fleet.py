@@ -357,7 +357,7 @@ def test_a_fleet_tracker_tests_confirms_and_bisects_on_the_class_machines(fleet:
     fleet.start("m2")
     fleet.wait_until("both idle", _idle(fleet, "m1", "m2"))
     tracked = subprocess.run([sys.executable, "-m", "perfline", "track", "run", str(tmp_path / "tracker.yaml"),
-                              "--once", "--pace-tolerance", "off"], env=fleet.env, capture_output=True, text=True,
+                              "--once"], env=fleet.env, capture_output=True, text=True,
                              timeout=900, cwd=tmp_path, check=False)
     assert tracked.returncode == 0, tracked.stderr
     commits = subprocess.run(["git", "-C", str(tmp_path / "src"), "rev-list", "--reverse", "main"],

@@ -71,8 +71,7 @@ def test_text_report_has_the_robot_s_shape_and_compare_s_numbers(tracked: Path) 
 
 def test_the_reproduce_commands_run(tracked: Path, tmp_path: Path) -> None:
     """The printed commands, run as a reader would: the job saved as job.yaml, the
-    bisection command and the compare. (`--pace-tolerance off`: bench.c measures against
-    itself on a host whose speed wanders; `--json` to read the answer.)"""
+    bisection command and the compare (`--json` to read the answer)."""
     text = perfline(tracked, "report", "regression", "1").stdout
     job = text.split("job.yaml:\n", 1)[1]
     (tmp_path / "job.yaml").write_text("".join(line[2:] + "\n" for line in job.splitlines()))
@@ -80,7 +79,7 @@ def test_the_reproduce_commands_run(tracked: Path, tmp_path: Path) -> None:
     bisect = next(c.strip() for c in commands if "bisect start" in c)
     shutil.copy(tracked / "db", tmp_path / "db")
     proc = subprocess.run(f"{sys.executable} -m {bisect.replace('perfline ', 'perfline --db db ', 1)} "
-                          "--pace-tolerance off --json", shell=True, capture_output=True, text=True, cwd=tmp_path,
+                          "--json", shell=True, capture_output=True, text=True, cwd=tmp_path,
                           timeout=600, env={**os.environ, "PERFLINE_CACHE_DIR": str(tmp_path / "cache")})
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["culprit"] == shas(tracked)[CULPRIT]
@@ -167,7 +166,7 @@ def test_a_tracker_retries_mail_the_server_refused(tracked: Path, tmp_path: Path
     with (where / "tracker.yaml").open("a") as f:
         f.write(f"report:\n  mail_to: [dev@example.org]\n  smtp: 127.0.0.1:{port}\n")
     env = {"PERFLINE_CACHE_DIR": str(where / "cache")}
-    down = perfline(where, "track", "run", "tracker.yaml", "--once", "--pace-tolerance", "off", env=env)
+    down = perfline(where, "track", "run", "tracker.yaml", "--once", env=env)
     assert down.returncode == 0, down.stderr
     assert "not sent (attempt 1)" in down.stderr and "tried again next pass" in down.stderr
     with sqlite3.connect(where / "db") as db:
@@ -176,7 +175,7 @@ def test_a_tracker_retries_mail_the_server_refused(tracked: Path, tmp_path: Path
     controller = Controller(inbox, hostname="127.0.0.1", port=port)
     controller.start()
     try:
-        up = perfline(where, "track", "run", "tracker.yaml", "--once", "--pace-tolerance", "off", env=env)
+        up = perfline(where, "track", "run", "tracker.yaml", "--once", env=env)
     finally:
         controller.stop()
     assert up.returncode == 0, up.stderr

@@ -48,7 +48,7 @@ def perfline(where: Path, *args: str, timeout: float = 600) -> subprocess.Comple
 
 
 def track_run(where: Path) -> subprocess.CompletedProcess[str]:
-    return perfline(where, "track", "run", "tracker.yaml", "--once", "--pace-tolerance", "off")
+    return perfline(where, "track", "run", "tracker.yaml", "--once")
 
 
 def shas(where: Path) -> list[str]:
@@ -115,7 +115,7 @@ def test_killed_tracker_resumes_without_testing_a_commit_twice(project: Path) ->
     commits keep their one run each, the same bisection goes on to the culprit."""
     db = project / "db"
     proc = subprocess.Popen([sys.executable, "-m", "perfline", "--db", str(db), "track", "run", "tracker.yaml",
-                             "--once", "--pace-tolerance", "off"], cwd=project, stdout=subprocess.DEVNULL,
+                             "--once"], cwd=project, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 300
     probes = 0

@@ -17,8 +17,7 @@ out=$PWD
 rm -f "$out/track-demo.db" "$out/track-demo.png" "$out/track-demo-report.html"
 export PERFLINE_DB=$out/track-demo.db PERFLINE_CACHE_DIR=$scratch/cache
 cd "$scratch"
-# bench.c measures against itself (see its header), so the pace guard is off.
-"$perfline" track run tracker.yaml --once --pace-tolerance off
+"$perfline" track run tracker.yaml --once
 echo
 "$perfline" regressions
 echo

@@ -31,10 +31,14 @@ if TYPE_CHECKING:
 DEFAULT_ALPHA = 0.01
 DEFAULT_FLOOR_PCT = 1.0
 DEFAULT_CONFIDENCE = 0.95
-# The monitor metrics of a table together get half of alpha: with the benchmark's own
-# metric at alpha, a table with no change anywhere shows any `*` at most ~1.5% of the
-# time (bench/verdict_scenarios.py; each metric at alpha: 24%).
-MONITOR_ALPHA_SHARE = 0.5
+# The family of a table (its monitor metrics and the benchmark's metrics that are not
+# its headline: per CPU, per thread, per pair) together gets half of alpha: with the
+# headline metric at alpha, a table with no change anywhere shows any `*` at most ~1.5%
+# of the time (bench/verdict_scenarios.py; each metric at alpha: 24%). A table without
+# headline metrics (compare --csv without --primary) keeps the family at half of alpha
+# too: compare's per-metric rate on 10 samples a side is ~1.4% at alpha 0.01, and 20
+# such columns as a family at alpha showed a `*` in 2.8% of 250 null tables.
+FAMILY_ALPHA_SHARE = 0.5
 
 
 # Settings that describe how a run went, not what it ran under; `disturbances` (the
@@ -174,7 +178,9 @@ def compare_sides(
                             other_runs=None if paired else side.run_labels(name)))
         rows.append(MetricRow(metric, source, summarize(base_values), comparisons))
     rows.sort(key=lambda row: row.source != "benchmark")
-    rows = _monitors_controlled_together(rows, alpha)
+    first = base.runs[0].info
+    headline = headline_rows(rows, headline_names(first.benchmark))
+    rows = family_controlled_together(rows, alpha, headline)
     notes = []
     single = [side.name for side in sides if len(side.runs) == 1]
     if single and not paired and not all(row.metric.counted for row in rows):
@@ -189,10 +195,8 @@ def compare_sides(
     if summaries & {row.metric.name for row in rows}:
         notes.append(f"{', '.join(sorted(summaries))}: imported as a summary (a mean, without samples), so not "
                      "compared")
-    if any(row.source != "benchmark" for row in rows):
-        notes.append("monitor metrics are judged together (Benjamini–Hochberg at "
-                     f"α={alpha * MONITOR_ALPHA_SHARE:g}); the benchmark's own metrics each at α={alpha:g}")
-    first = base.runs[0].info
+    if note := family_note(rows, headline, alpha):
+        notes.append(note)
     base_profile = side_profile(base, store)
     other_profiles = [side_profile(side, store) for side in others]
     return CaseComparison(
@@ -218,23 +222,61 @@ def one_run_note(sides: list[str]) -> str:
             "interleaves the sides and needs no assumption; several runs a side measure it.")
 
 
-def _monitors_controlled_together(rows: list[MetricRow], alpha: float) -> list[MetricRow]:
-    """The monitor rows' significance decided by Benjamini–Hochberg across them at
-    MONITOR_ALPHA_SHARE of alpha, per compared side (stats.multiplicity); the benchmark's
-    rows are left as they are."""
+def headline_names(benchmark: str) -> frozenset[str] | None:
+    """The benchmark's headline metrics; None when perfline does not know the benchmark
+    (a result imported from another tool) or cannot load it."""
+    from perfline.benchmarks import BENCHMARKS
+
+    if benchmark not in BENCHMARKS:
+        return None
+    try:
+        return BENCHMARKS.get(benchmark).headline_names()
+    except (LookupError, ImportError, AttributeError):
+        return None
+
+
+def headline_rows(rows: list[MetricRow], names: frozenset[str] | None) -> set[int]:
+    """Rows tested at alpha each: the benchmark's rows among its headline metrics, or
+    all its rows when none of them is one (an unknown benchmark, or a `command` job whose
+    metric has its own name)."""
+    own = {i for i, row in enumerate(rows) if row.source == "benchmark"}
+    named = {i for i in own if names is not None and rows[i].metric.name in names}
+    return named or own
+
+
+def family_controlled_together(rows: list[MetricRow], alpha: float, headline: set[int]) -> list[MetricRow]:
+    """The rows not in `headline` judged as one family by Benjamini–Hochberg, per
+    compared side (stats.multiplicity), at FAMILY_ALPHA_SHARE of alpha. Headline rows
+    are left as they are."""
     from perfline.stats.multiplicity import benjamini_hochberg
     from perfline.stats.two_sample import rejudged
 
-    monitor_rows = [i for i, row in enumerate(rows) if row.source != "benchmark"]
-    if not monitor_rows:
+    family = [i for i in range(len(rows)) if i not in headline]
+    if not family:
         return rows
+    level = alpha * FAMILY_ALPHA_SHARE
     judged = [list(row.others) for row in rows]
     for side in range(len(rows[0].others)):
-        tested = [(i, c) for i in monitor_rows if (c := rows[i].others[side]) is not None]
-        passes = benjamini_hochberg([c.p_value for _, c in tested], alpha * MONITOR_ALPHA_SHARE)
+        tested = [(i, c) for i in family if (c := rows[i].others[side]) is not None]
+        passes = benjamini_hochberg([c.p_value for _, c in tested], level)
         for (i, comparison), ok in zip(tested, passes, strict=True):
             judged[i][side] = rejudged(comparison, ok)
     return [replace(row, others=others) for row, others in zip(rows, judged, strict=True)]
+
+
+def family_note(rows: list[MetricRow], headline: set[int], alpha: float) -> str | None:
+    """The sentence a table's reader needs about the levels its rows were tested at."""
+    family = [row for i, row in enumerate(rows) if i not in headline]
+    if not family:
+        return None
+    own = [row.metric.name for row in family if row.source == "benchmark"]
+    what = ", ".join(own[:3]) + (f" and {len(own) - 3} more" if len(own) > 3 else "")
+    members = " and ".join(part for part in (what, "the monitor metrics" if len(own) < len(family) else "") if part)
+    if not headline:
+        return f"{members}: judged as one family (Benjamini–Hochberg at α={alpha * FAMILY_ALPHA_SHARE:g})"
+    names = ", ".join(rows[i].metric.name for i in sorted(headline))
+    return (f"{members}: judged as one family (Benjamini–Hochberg at α={alpha * FAMILY_ALPHA_SHARE:g}); "
+            f"the headline {names} each at α={alpha:g}")
 
 
 class SideProfile(NamedTuple):

@@ -295,8 +295,9 @@ def confirm(
     if plan is None:
         comparison = compare_sides(sides, store, paired=True)
     else:
-        comparison = compare_sides(sides, store, paired=True, alpha=plan.look_alpha,
-                                   confidence=plan.look_confidence)
+        pairs = min(o.repetitions for o in outcomes)
+        comparison = compare_sides(sides, store, paired=True, alpha=plan.alpha_at(pairs),
+                                   confidence=plan.confidence_at(pairs))
     [row] = [r for r in comparison.rows if r.metric.name == regression.metric]
     again = row.others[0]
     if again is None:

@@ -79,6 +79,11 @@ class Benchmark(ABC):
     summary: ClassVar[str]
     params: ClassVar[tuple[Param, ...]] = ()
     metrics: ClassVar[tuple[Metric, ...]]
+    # The metrics a comparison tests at alpha each: what the benchmark is run for. None:
+    # every declared metric. Other metrics it reports (per CPU, per thread, per pair of
+    # CPUs, made as they are measured) are judged as one family with the monitors'
+    # (analysis.comparison, docs/statistics.md "Many metrics").
+    headline: ClassVar[tuple[Metric, ...] | None] = None
     # Debian packages whose tools the benchmark runs; `make install-deps` installs them.
     packages: ClassVar[tuple[str, ...]] = ()
     # True when two instances cannot be set up at once (e.g. a server on a fixed port);
@@ -112,6 +117,10 @@ class Benchmark(ABC):
         }
         resolved.update(given)
         return resolved
+
+    @classmethod
+    def headline_names(cls) -> frozenset[str]:
+        return frozenset(m.name for m in (cls.metrics if cls.headline is None else cls.headline))
 
     @classmethod
     def param(cls, name: str) -> Param | None:

@@ -7,12 +7,16 @@ next probe. It never measures or builds anything itself.
 
 The confirmation A/B of the culprit against its parent is part of the same machine: once
 the posterior reaches its confidence, the pair is fixed and the next probes are the
-A/B's. Their samples are the A/B's alone: the posterior stays where it stood, so the
-A/B's test is on samples that played no part in choosing the pair (confirm.py says why
-that matters), and a sample is the A/B's exactly when the samples before it made the
-posterior confident, which replaying them in order finds again. So one loop of
-next_probe/observe runs the whole bisection, every run it makes is counted, and a
-resumed bisection continues an A/B where it stopped.
+A/B's. The A/B's test is on samples taken after the pair was chosen, so they played no
+part in choosing it (confirm.py says why that matters); they are evidence for the
+posterior too, which therefore keeps learning while the A/B runs. When the posterior
+leaves the pair, the A/B is stopped (not confirmed); after an A/B that did not confirm,
+probing goes on from the posterior with its samples, for one more A/B (more when they
+were stopped early: CONFIRMATION_BUDGET). A sample
+is an A/B's exactly when the samples before it started that A/B and did not end it,
+which replaying them in order finds again. So one loop of next_probe/observe runs the
+whole bisection, every run it makes is counted, and a resumed bisection continues an
+A/B where it stopped.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import numpy as np
 from scipy import stats
 
 from perfline.bisect import posterior as model
-from perfline.bisect.confirm import ABConfirmation, Confirmation, Decision
+from perfline.bisect.confirm import ALPHA, ABConfirmation, Confirmation, Decision
 from perfline.bisect.strategy import group_heads, group_posterior, informative_probe
 from perfline.records.metric import Direction
 from perfline.records.status import BisectionStatus
@@ -40,6 +44,22 @@ MIN_SEPARATION = 2.0
 # change. Deliberately low: wrongly refusing a real step costs the user more than a
 # bisection that ends on its budget with a low probability.
 NO_CHANGE_Z = 1.0
+# The posterior at which the A/B starts. Its samples are the probes the posterior needs
+# next anyway (the culprit and its parent), so starting before 0.995 overlaps the A/B with
+# the end of the bisection: at 2% noise 48.1 runs at 0.995, 43.5 at 0.95, 42.1 at 0.9,
+# 40.7 at 0.8 but 99.0% exact (200 trials each, bench/bisect_sim.py); a wrong pair is
+# still confirmed at most at the A/B's alpha.
+CONFIRM_FROM = 0.9
+# The confirmation's error budget over a bisection: twice the A/B's alpha. Each A/B
+# confirms a wrong pair (an A/A pair) at most at the alpha its boundary spent by the
+# last look it reached (all of it at its last look, 0.28% by 6 a side, none before the
+# first look), so a wrong `found` is at most this share of the posterior's wrong pairs.
+# An A/B starts only while a whole alpha is left: the first one, and after it one more,
+# or more when the earlier ones were stopped early.
+CONFIRMATION_BUDGET = 2 * ALPHA
+# The A/B is stopped once the posterior's mass on its culprit falls below this: the
+# samples say the pair is not the step.
+LEFT_PAIR = 0.5
 
 
 class Kind(StrEnum):
@@ -60,7 +80,7 @@ class BisectResult:
     ci_pct: tuple[float, float]  # 95%
     kind: Kind
     runs: int
-    # The A/B of fresh samples against the parent, once the posterior reached the confidence.
+    # The last A/B of fresh samples against the parent (None before the first started).
     confirmation: Confirmation | None
 
     @property
@@ -117,8 +137,8 @@ class Bisection:
 
     `prior_obs` are samples recorded before this bisection (e.g. stored runs of an
     endpoint): evidence for the posterior like any other, but they do not count as runs.
-    The confirmation A/B uses only samples taken after the posterior reached
-    `confidence`, so neither these nor the bisection's own probes.
+    An A/B starts when the most probable group reaches `confidence`; it uses only
+    samples taken after that, so neither these nor the bisection's own probes.
     """
 
     def __init__(
@@ -128,7 +148,7 @@ class Bisection:
         *,
         prior_obs: Iterable[Observation] = (),
         untestable: Iterable[int] = (),
-        confidence: float = 0.995,
+        confidence: float = CONFIRM_FROM,
         max_runs: int = 200,
         endpoint_runs: int = 2,
         max_endpoint_runs: int = 10,
@@ -139,28 +159,30 @@ class Bisection:
         self.confidence, self.max_runs = confidence, max_runs
         self.endpoint_runs, self.max_endpoint_runs = endpoint_runs, max_endpoint_runs
         self._testable = np.ones(n_commits, dtype=bool)
-        # The posterior's samples: prior_obs and the probes before the confidence.
+        # The posterior's samples: prior_obs, the probes and the A/Bs' samples.
         self._commits: list[int] = []
         self._values: list[float] = []
         self._runs = 0
         self._derived: _State | None = None
-        self._ab: ABConfirmation | None = None
+        # The confirmation A/Bs in the order started; only the last may be running.
+        self._abs: list[ABConfirmation] = []
         for commit in untestable:
             self.mark_untestable(commit)
         for commit, value in prior_obs:
             self._add(commit, value)
+        self._confirm_or_stop()
 
     # -- inputs ---------------------------------------------------------------------
 
     def observe(self, commit: int, value: float) -> None:
         """Record one sample of the metric at `commit` (one benchmark run): the
-        posterior's, or once it is confident the confirmation A/B's."""
-        if self._confident():
-            self._check_index(commit)
-            self._confirmation().observe(commit, value)
-        else:
-            self._add(commit, value)
+        posterior's, and while an A/B runs that A/B's too."""
+        self._check_index(commit)
+        if (ab := self._running_ab()) is not None:
+            ab.observe(commit, value)
+        self._add(commit, value)
         self._runs += 1
+        self._confirm_or_stop()
 
     def mark_untestable(self, commit: int) -> None:
         """The commit cannot be measured (e.g. its build failed): it carries no information."""
@@ -169,11 +191,13 @@ class Bisection:
             raise ValueError("the good and bad endpoints must be testable")
         if commit in self._commits:
             raise ValueError(f"commit {commit} already has samples")
-        if self._confident():
-            # It would move the posterior the confirmation's pair was chosen by.
-            raise ValueError("the posterior reached its confidence: only the culprit and its parent are measured")
+        if (ab := self._running_ab()) is not None:
+            if commit not in (ab.parent, ab.culprit):
+                raise ValueError("an A/B is running: only the culprit and its parent are measured")
+            ab.stop()  # a side that cannot be measured: the A/B cannot go on
         self._testable[commit] = False
         self._derived = None
+        self._confirm_or_stop()
 
     def _add(self, commit: int, value: float) -> None:
         self._check_index(commit)
@@ -201,10 +225,8 @@ class Bisection:
         return tuple(int(k) for k in np.flatnonzero(~self._testable))
 
     def samples_at(self, commit: int) -> list[float]:
-        """Every sample at `commit`, recorded before this bisection or taken by it (the
-        posterior's, then the confirmation's)."""
-        at = [v for k, v in zip(self._commits, self._values, strict=False) if k == commit]
-        return at + (self._ab.taken(commit) if self._ab is not None else [])
+        """Every sample at `commit`, recorded before this bisection or taken by it."""
+        return [v for k, v in zip(self._commits, self._values, strict=False) if k == commit]
 
     def _state(self) -> _State:
         if self._derived is None:
@@ -236,30 +258,53 @@ class Bisection:
     def _confident(self) -> bool:
         return not self._in_endpoint_phase() and self._grouped().max() >= self.confidence
 
-    def _confirmation(self) -> ABConfirmation:
-        """The A/B of the most probable culprit against its parent, made once when the
-        posterior is confident (its samples are then final)."""
-        if self._ab is None:
+    # -- the confirmation A/Bs ------------------------------------------------------------
+
+    def _running_ab(self) -> ABConfirmation | None:
+        if self._abs and self._abs[-1].result().decision is Decision.PENDING:
+            return self._abs[-1]
+        return None
+
+    def _confirm_or_stop(self) -> None:
+        """After every change: stop the running A/B once the posterior left its pair, and
+        start the next one once the posterior is confident and A/Bs are left."""
+        if (ab := self._running_ab()) is not None:
+            if self._grouped()[ab.culprit] >= LEFT_PAIR:
+                return
+            ab.stop()
+        if self._abs and self._abs[-1].result().decision is Decision.CONFIRMED:
+            return
+        if self._may_confirm() and self._confident() and self._runs < self.max_runs:
             culprit = int(np.argmax(self._grouped()))
             increase = self._change(culprit)[0] > 0
-            self._ab = ABConfirmation(self._suspects(culprit)[0] - 1, culprit, increase)
-        return self._ab
+            self._abs.append(ABConfirmation(self._suspects(culprit)[0] - 1, culprit, increase))
+
+    def _may_confirm(self) -> bool:
+        """Whether a new A/B may start: a whole alpha is left of the budget."""
+        spent = sum(ab.spent() for ab in self._abs)
+        return CONFIRMATION_BUDGET - spent >= ALPHA - 1e-12
+
+    def _confirmation(self) -> Confirmation | None:
+        """The last A/B's result, None before the first one started."""
+        return self._abs[-1].result() if self._abs else None
 
     @property
     def confirming(self) -> bool:
         """Whether the next probe is one of the confirmation A/B's."""
-        return self.status() is BisectionStatus.RUNNING and self._confident()
+        return self.status() is BisectionStatus.RUNNING and self._running_ab() is not None
 
     def status(self) -> BisectionStatus:
         state = self._state()
         if min(state.endpoint_counts) >= self.max_endpoint_runs and state.endpoint_z < NO_CHANGE_Z:
             return BisectionStatus.NO_CHANGE
-        if self._confident():
-            decision = self._confirmation().result().decision
-            if decision is Decision.CONFIRMED:
-                exact = len(self._suspects(self._confirmation().culprit)) == 1
+        if (last := self._confirmation()) is not None:
+            if last.decision is Decision.CONFIRMED:
+                exact = len(self._suspects(self._answer())) == 1
                 return BisectionStatus.FOUND if exact else BisectionStatus.RANGE
-            if decision is Decision.NOT_CONFIRMED:
+            # No A/B is left: the end, once the posterior is sure again of a culprit (an A/B
+            # stopped early left it unsure) or when the last A/B ran to its last look.
+            if (last.decision is Decision.NOT_CONFIRMED and not self._may_confirm()
+                    and (self._confident() or self._abs[-1].ran_out())):
                 return BisectionStatus.UNCONFIRMED
         if self._runs >= self.max_runs:
             return BisectionStatus.BUDGET
@@ -272,8 +317,8 @@ class Bisection:
         # Both endpoints first: they fix the levels and the noise every probe is judged by.
         if self._in_endpoint_phase():
             return self._fewer_endpoint()
-        if self._confident():
-            return self._confirmation().next_probe()
+        if (ab := self._running_ab()) is not None:
+            return ab.next_probe()
         state = self._state()
         assert state.weights is not None  # both endpoints have samples after their phase
         return informative_probe(state.posterior, self._testable, state.commits, state.y, state.weights)
@@ -281,7 +326,7 @@ class Bisection:
     def result(self) -> BisectResult:
         """The most probable culprit so far, with the change between the two levels."""
         grouped = self._grouped()
-        culprit = int(np.argmax(grouped))
+        culprit = self._answer()
         change_pct, ci_pct = self._change(culprit)
         return BisectResult(
             status=self.status(),
@@ -292,8 +337,14 @@ class Bisection:
             ci_pct=ci_pct,
             kind=_kind(change_pct, self.direction),
             runs=self._runs,
-            confirmation=self._confirmation().result() if self._confident() else None,
+            confirmation=self._confirmation(),
         )
+
+    def _answer(self) -> int:
+        """The culprit an A/B confirmed, else the most probable group's head."""
+        if self._abs and self._abs[-1].result().decision is Decision.CONFIRMED:
+            return self._abs[-1].culprit
+        return int(np.argmax(self._grouped()))
 
     def _change(self, culprit: int) -> tuple[float, tuple[float, float]]:
         """Bad vs good level with a 95% t interval, the posterior's samples split at `culprit`."""

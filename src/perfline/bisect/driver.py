@@ -22,10 +22,10 @@ from perfline.git import Commit
 from perfline.records.metric import Direction
 from perfline.store import Store
 from perfline.store.bisections import BisectBuild, BisectionRecord, BisectSample
-from perfline.system.speed import PaceGuard
+from perfline.system.speed import WINDOW_S, PaceGuard
 
 # HISTORY: a stored run's sample at an endpoint, recorded when the bisection started.
-# UNSTEADY: a sample the machine ran slow for (perfline/pace.py), kept for the record and
+# UNSTEADY: a sample the machine ran slow for (system/speed.py), kept for the record and
 # taken again; no decision uses it.
 # FAILED: the benchmark failed at the commit (value 0, the failed run's id): the commit is
 # built again from a fresh checkout and measured once more; a second failure makes it
@@ -36,10 +36,9 @@ BISECT, CONFIRM, HISTORY, UNSTEADY, FAILED = "bisect", "confirm", "history", "un
 NOT_EVIDENCE = (HISTORY, UNSTEADY, FAILED)
 # How the build row of a commit the benchmark failed at begins (the rest: its output).
 BENCHMARK_FAILED = "benchmark failed"
-# A slow spell of a shared VM lasts seconds: wait this long between retakes, and give up
-# (the bisection can be resumed) when the machine stays slow this many samples in a row.
+# A slow spell of a shared VM lasts seconds: wait this long between retakes. The guard's
+# patience says when a machine that stays slow stops the bisection (it can be resumed).
 UNSTEADY_WAIT_S = 2.0
-UNSTEADY_TRIES = 10
 
 
 class BisectError(RuntimeError):
@@ -115,6 +114,14 @@ class Outcome:
 
 
 Progress = Callable[[str, int, float], None]  # (event, runs so far, top posterior)
+
+
+def _unusable(guard: PaceGuard, elapsed_s: float, slowdowns: list[float], sha: str, bisection_id: int) -> str:
+    """The one line that stops a bisection on a machine that stayed slow, with the figures."""
+    return (f"the machine was unusable for {elapsed_s / 60:.1f} min: {len(slowdowns)} samples of {sha} in a row "
+            f"ran {min(slowdowns):.0%} to {max(slowdowns):.0%} slower than its pace of the last "
+            f"{WINDOW_S / 60:g} min ({guard.reference() / 1000:.0f} µs, {guard.allowed():.0%} allowed); "
+            f"`perfline bisect resume {bisection_id}` continues when it is steady again")
 
 
 def replay(store: Store, record: BisectionRecord) -> Bisection:
@@ -221,7 +228,9 @@ def drive(
 
     def sample(index: int, phase: str) -> float:
         sha = commits[index].sha[:12]
-        for _ in range(UNSTEADY_TRIES):
+        started = guard.clock() if guard else 0.0
+        slowdowns: list[float] = []
+        while True:
             before = guard.slowdown() if guard else 0.0
             value, run_id = measure(commits[index], index)
             after = guard.slowdown() if guard else 0.0
@@ -232,14 +241,12 @@ def drive(
                 store.add_bisect_sample(record.id, BisectSample(index, phase, value, run_id))
                 return value
             store.add_bisect_sample(record.id, BisectSample(index, UNSTEADY, value, run_id))
-            progress(f"{sha} = {value:.6g} with the machine {slower:.0%} slower: taken again",
+            slowdowns.append(slower)
+            progress(f"{sha} = {value:.6g} with the machine {slower:.0%} slower than its recent pace: taken again",
                      bisection.runs, float(bisection.posterior().max()))
+            if guard.clock() - started >= guard.patience_s:
+                raise BisectError(_unusable(guard, guard.clock() - started, slowdowns, sha, record.id), fatal=False)
             time.sleep(UNSTEADY_WAIT_S)
-        tolerance = guard.tolerance if guard else 0.0
-        raise BisectError(f"the machine ran more than {tolerance:.0%} slower than its best around "
-                          f"{UNSTEADY_TRIES} samples of {sha} in a row (a busy host?); `perfline bisect "
-                          f"resume {record.id}` continues when it is steady again (`--pace-tolerance off` "
-                          "if the benchmark measures against itself)", fatal=False)
 
     while (probe := bisection.next_probe()) is not None:
         if allowed is not None and not allowed():

@@ -27,7 +27,7 @@ from perfline.records.metric import Direction
 from perfline.records.status import BisectionStatus
 from perfline.store import Store
 from perfline.store.bisections import BisectionRecord, BisectionSpec, BisectSample
-from perfline.system.speed import TOLERANCE, PaceGuard
+from perfline.system.speed import PATIENCE_S, TOLERANCE, PaceGuard
 from perfline.targets import local
 
 Notify = Callable[[str], None]
@@ -195,13 +195,15 @@ def probe_case_of(record: BisectionRecord, booted: bool) -> Case:
 
 
 def run(store: Store, record: BisectionRecord, progress: Progress, notify: Notify,
-        pace_tolerance: float | None = TOLERANCE, allowed: Callable[[], bool] | None = None) -> Outcome:
+        pace_tolerance: float | None = TOLERANCE, allowed: Callable[[], bool] | None = None, *,
+        patience_s: float = PATIENCE_S) -> Outcome:
     """Carry the bisection out from where its stored samples leave it to its end.
 
     A bisection that cannot start (an endpoint does not build or cannot be measured) is
     stored as failed; one stopped by a machine that stays slow stays running, to resume.
     Either raises BisectionFailed. At its end the worktrees it made are removed.
     `allowed`: asked before every probe; False pauses the bisection (resumable).
+    `patience_s`: how long a machine that stays slow is waited for before it stops.
     """
     if record.status == BisectionStatus.FAILED:
         raise UserError(f"bisection {record.id} failed: {(record.result or {}).get('error', '?')}; "
@@ -212,9 +214,8 @@ def run(store: Store, record: BisectionRecord, progress: Progress, notify: Notif
     commits = commits_of(record)
     builder = builder_for(record, notify)
     case = probe_case_of(record, isinstance(builder, kernel.KernelBuilder))
-    # None: no guard, for a benchmark that measures against itself on a host whose speed
-    # wanders too much for any tolerance (docs/bisect.md, "Machines whose speed changes").
-    guard = None if pace_tolerance is None else PaceGuard(tolerance=pace_tolerance)
+    # None: no guard (docs/bisect.md, "Machines whose speed changes").
+    guard = None if pace_tolerance is None else PaceGuard(tolerance=pace_tolerance, patience_s=patience_s)
     if guard is not None:
         guard.settle()
     with measurement(store, record, case, builder, notify) as measure:

@@ -316,6 +316,9 @@ def compare(
     column: Annotated[list[str] | None, typer.Option(
         help="With --csv: the column to compare (repeat it; default every numeric column).")] = None,
     direction: Annotated[str, typer.Option(help="With --csv: lower or higher is better.")] = "lower",
+    primary: Annotated[list[str] | None, typer.Option(
+        help="With --csv: the headline column, tested at α (repeat it); the other columns are one family "
+             "(Benjamini–Hochberg at α/2). Without it every column is in the family.")] = None,
 ) -> None:
     """Compare runs: %change with its confidence interval, significance, and what differs.
 
@@ -329,11 +332,11 @@ def compare(
         from perfline.analysis.csv_sides import compare_csv
 
         compared = compare_csv([Path(p) for p in what or []], column, Direction(direction), alpha=alpha,
-                               floor_pct=floor)
+                               floor_pct=floor, primary=primary)
         _print_comparisons([compared], as_json, alpha)
         return
-    if column:
-        raise fail("--column goes with --csv")
+    if column or primary:
+        raise fail(f"{'--column' if column else '--primary'} goes with --csv")
     run_ids = _run_ids(what or [])
     if [bool(run_ids), bool(label), bool(kernel)].count(True) != 1:
         raise fail("give run ids (perfline compare 12 15), or --label twice or more, or --kernel twice or more")
@@ -475,17 +478,18 @@ def ab(
         Side(f"{name} (run {o.run_id})", [store.get_run(o.run_id)])
         for name, o in zip(("A", "B"), outcomes, strict=True)
     ]
+    pairs_taken = min(o.repetitions for o in outcomes)
     comparison = compare_sides(
         run_sides,
         store,
-        alpha=plan.look_alpha if plan else alpha,
-        confidence=plan.look_confidence if plan else DEFAULT_CONFIDENCE,
+        alpha=plan.alpha_at(pairs_taken) if plan else alpha,
+        confidence=plan.confidence_at(pairs_taken) if plan else DEFAULT_CONFIDENCE,
         floor_pct=floor,
         metric_floors=floors,
         paired=True,
     )
     if plan:
-        comparison = replace(comparison, notes=[*comparison.notes, plan.note(min(o.repetitions for o in outcomes))])
+        comparison = replace(comparison, notes=[*comparison.notes, plan.note(pairs_taken)])
     _print_comparisons([comparison], as_json, alpha)
     if any(o.status != RunStatus.COMPLETED for o in outcomes):
         raise typer.Exit(EXIT_FAILED)

@@ -15,6 +15,7 @@ from perfline.cli.help_style import App
 from perfline.records.errors import UserError
 from perfline.store import Store
 from perfline.store.bisections import BisectionRecord
+from perfline.system.speed import PATIENCE_S
 
 if TYPE_CHECKING:
     from perfline.bisect.driver import Progress as ProbeProgress
@@ -27,8 +28,11 @@ bisect_app = App(help="Noise-aware bisection of a performance change to its comm
 
 
 PaceOption = Annotated[str, typer.Option(
-    help="Take a sample again when the machine ran this much slower than usual around it (the pace "
-         "helper); off for a benchmark that measures against itself on a host whose speed wanders.")]
+    help="Take a sample again when the machine ran this much slower than its pace of the last two minutes "
+         "around it (the pace helper; more when the pace itself wanders), or off.")]
+PatienceOption = Annotated[float, typer.Option(
+    min=0.0, help="Minutes of samples taken again in a row, the machine staying slow, before the bisection "
+                  "stops (resumable).")]
 
 
 @bisect_app.command("start")
@@ -57,6 +61,7 @@ def start(
              "(this machine, --kernel-commit) as samples of the two levels.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     pace_tolerance: PaceOption = "10%",
+    pace_patience: PatienceOption = PATIENCE_S / 60,
 ) -> None:
     """Start a bisection between a good and a bad commit, and run it to the end.
 
@@ -70,7 +75,7 @@ def start(
                            history=history)
     store = open_store()
     tolerance = _pace_tolerance(pace_tolerance)
-    _run(store, start_bisection(store, request, notify), as_json, tolerance)
+    _run(store, start_bisection(store, request, notify), as_json, tolerance, 60 * pace_patience)
 
 
 @bisect_app.command("resume")
@@ -78,6 +83,7 @@ def resume(
     bisection_id: Annotated[int | None, typer.Argument(help="Bisection id (default: the newest unfinished).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     pace_tolerance: PaceOption = "10%",
+    pace_patience: PatienceOption = PATIENCE_S / 60,
 ) -> None:
     """Continue a bisection after Ctrl-C or a crash; no finished measurement is repeated.
 
@@ -85,7 +91,8 @@ def resume(
     """
     tolerance = _pace_tolerance(pace_tolerance)
     store = open_store()
-    _run(store, store.bisection(bisection_id, unfinished=bisection_id is None), as_json, tolerance)
+    _run(store, store.bisection(bisection_id, unfinished=bisection_id is None), as_json, tolerance,
+         60 * pace_patience)
 
 
 @bisect_app.command("status")
@@ -134,7 +141,8 @@ def _pace_tolerance(text: str) -> float | None:
     return value
 
 
-def _run(store: Store, record: BisectionRecord, as_json: bool, pace_tolerance: float | None) -> None:
+def _run(store: Store, record: BisectionRecord, as_json: bool, pace_tolerance: float | None,
+         patience_s: float = PATIENCE_S) -> None:
     from perfline.bisect.session import BisectionFailed, commits_of, run
     from perfline.records.status import BisectionStatus
     from perfline.report.bisection import outcome_lines, probes_table
@@ -142,7 +150,7 @@ def _run(store: Store, record: BisectionRecord, as_json: bool, pace_tolerance: f
 
     with _progress(record.spec.max_runs) as update, terminate_as_interrupt():
         try:
-            outcome = run(store, record, update, notify, pace_tolerance)
+            outcome = run(store, record, update, notify, pace_tolerance, patience_s=patience_s)
         except BisectionFailed as exc:
             state = "failed" if exc.record.status == BisectionStatus.FAILED else "stopped"
             raise fail(f"bisection {record.id} {state}: {exc}", EXIT_FAILED) from None

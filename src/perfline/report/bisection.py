@@ -111,8 +111,8 @@ def outcome_lines(outcome: Outcome, commits: list[Commit]) -> list[RenderableTyp
                      f"{c.samples} samples")
     if status is BisectionStatus.UNCONFIRMED:
         parent = commits[outcome.result.parent].sha[:12]
-        lines.append(f"  [yellow]not confirmed:[/yellow] the model is sure, but fresh samples of this commit do "
-                     f"not differ from its parent's; check with `perfline ab` on {parent} and {culprit.sha[:12]} "
+        lines.append(f"  [yellow]not confirmed:[/yellow] the model is sure, but the A/Bs of fresh samples did not "
+                     f"show the step; check with `perfline ab` on {parent} and {culprit.sha[:12]} "
                      "before acting on it (a wrong culprit, e.g. after the machine drifted, or a step small "
                      "against the noise)")
     elif status is BisectionStatus.BUDGET:
