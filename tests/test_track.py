@@ -167,7 +167,7 @@ def test_a_tracker_killed_during_the_culprits_build_names_the_exact_culprit(proj
     (project / "tracker.yaml").write_text(text)
     culprit = shas(project)[CULPRIT]
     proc = subprocess.Popen([sys.executable, "-m", "perfline", "--db", str(project / "db"), "track", "run",
-                             "tracker.yaml", "--once", "--pace-tolerance", "off"], cwd=project,
+                             "tracker.yaml", "--once"], cwd=project,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 400
     while time.monotonic() < deadline and proc.poll() is None:
