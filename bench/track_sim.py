@@ -22,8 +22,9 @@ history, as one pass over it (`track run` after `since` was set 1000 commits bac
   place its data cannot tell from it (judging.change_span). `--rules today`: the
   assumed 1%, no screen, a change point's range its one pair (the rules before issue
   27), for the comparison in docs/track.md;
-- narrow every regression opened: confirm with the sequential interleaved A/B (at most
-  20 pairs) of its two tested commits, a record the A/B leaves inconclusive ending
+- narrow every regression opened: confirm with the sequential interleaved A/B of its two
+  tested commits (at most 20 pairs; `--rules learned`: 40 for a record found at 0.01,
+  track.narrowing.confirm_pairs), a record the A/B leaves inconclusive ending
   false-alarm ("not confirmed"); bisect a confirmed one with perfline's Bisection, the
   tested runs of both ends as its history (5 samples each).
 
@@ -58,7 +59,7 @@ from perfline.stats.sequential import SequentialPlan
 from perfline.stats.two_sample import ASSUMED_BETWEEN_RUN_CV_PCT, REGRESSION
 from perfline.track.judging import change_span, judge_pair
 from perfline.track.learned_noise import Noise, learn_noise
-from perfline.track.narrowing import CONFIRM_MAX_PAIRS
+from perfline.track.narrowing import CONFIRM_MAX_PAIRS, confirm_pairs
 
 N_COMMITS = 1000
 REPEAT = 5
@@ -122,10 +123,12 @@ def trial(args: tuple[int, float, int, str]) -> Outcome:
                 screened.add(i)
     values = [points[c] for c in tested]
     if len(tested) >= 6:
-        for change in detect(values):
-            if change.change_pct > FLOOR_PCT and all(abs(change.index - i) > MARGIN for i in changes):
+        found = [c for c in detect(values) if c.change_pct > FLOOR_PCT]
+        # A screened pair a change point backs is the change point's finding (judging._backed).
+        screened = {i for i in screened if all(abs(c.index - i) > MARGIN for c in found)} if learned else screened
+        for change in found:
+            if all(abs(change.index - i) > MARGIN for i in changes):
                 changes.append(change.index)
-    plan = SequentialPlan.up_to(CONFIRM_MAX_PAIRS, 0.01)
     out = {"false": 0, "false_screened": 0, "false_confirmed": 0, "false_runs": 0, "false_executions": 0,
            "real_runs": 0, "real_executions": 0}
     detected = exact = wrong = False
@@ -136,6 +139,8 @@ def trial(args: tuple[int, float, int, str]) -> Outcome:
         real = good < culprit <= bad
         detected |= real
         spent_runs, spent_executions = 2, 2 * REPEAT  # its two tested commits
+        strength = 0.0 if i in screened else math.inf  # what confirm_pairs reads of it
+        plan = SequentialPlan.up_to(confirm_pairs(strength) if learned else CONFIRM_MAX_PAIRS, 0.01)
         a: list[float] = []
         b: list[float] = []
         while not (a and plan.done(a, b, METRIC, FLOOR_PCT)):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from perfline import git
-from perfline.analysis.regressions import record
+from perfline.analysis.regressions import MARGIN, record
 from perfline.analysis.series import Point, Series, build_series, judge
 from perfline.records.metric import Direction, Metric
 from perfline.records.status import RegressionStatus
@@ -31,6 +31,7 @@ from perfline.track.machines import Measuring
 from perfline.track.tracker_file import TrackerSpec
 
 if TYPE_CHECKING:
+    from perfline.stats.changepoint import ChangePoint
     from perfline.stats.two_sample import Comparison
 
 Notify = Callable[[str], None]
@@ -84,9 +85,11 @@ def judge_history(store: Store, spec: TrackerSpec, tracked: list[Series], notify
                 if screen:
                     screened.add(index)
         if len(series.points) >= _DETECT_MIN_POINTS:
+            points = [c for c in series.change_points() if abs(c.change_pct) > spec.floor_pct]
+            changes = [_backed(c, points) if c.index in screened else c for c in changes]
+            screened = {i for i in screened if not _near(i, points)}
             known = {c.index for c in changes}
-            changes += [c for c in series.change_points() if c.index not in known
-                        and abs(c.change_pct) > spec.floor_pct]
+            changes += [c for c in points if c.index not in known]
         claimed: list[int] = []
         values = [p.values for p in series.points]
         for change in sorted(changes, key=lambda c: c.index):
@@ -105,6 +108,19 @@ def judge_history(store: Store, spec: TrackerSpec, tracked: list[Series], notify
                        f"[{change.ci_pct[0]:+.1f}, {change.ci_pct[1]:+.1f}] between {str(good)[:12]} and "
                        f"{str(bad)[:12]}{how}")
     return found
+
+
+def _near(index: int, points: list[ChangePoint]) -> ChangePoint | None:
+    """The nearest change point within MARGIN points of `index`, if any."""
+    near = [c for c in points if abs(c.index - index) <= MARGIN]
+    return min(near, key=lambda c: abs(c.index - index)) if near else None
+
+
+def _backed(change: ChangePoint, points: list[ChangePoint]) -> ChangePoint:
+    """A screened pair that a change point near it backs is that change point's finding
+    (its estimate and strength, at the pair's place): not a screened one any more."""
+    found = _near(change.index, points)
+    return change if found is None else replace(found, index=change.index)
 
 
 def judge_pair(before: Sequence[float], after: Sequence[float], metric: Metric, floor_pct: float, noise: Noise,
