@@ -91,12 +91,7 @@ def judge_history(store: Store, spec: TrackerSpec, tracked: list[Series], notify
             known = {c.index for c in changes}
             changes += [c for c in points if c.index not in known]
         claimed: list[int] = []
-        values = [p.values for p in series.points]
-        for change in sorted(changes, key=lambda c: c.index):
-            # Where a change is, is an estimate: a small step in noise can show between
-            # the pair after it, or a change point one place off; the range spans every
-            # place the data cannot tell from it, so that it holds the commit.
-            first, last = change_span(values, change.index, noise)
+        for change, first, last in change_ranges(changes, [p.values for p in series.points], noise, series.metric):
             good, bad = series.points[first - 1].runs[0].kernel_commit, series.points[last].runs[0].kernel_commit
             regression, new = record(store, series, change, claimed, tracker=spec.name, good=good, bad=bad)
             claimed.append(regression.id)
@@ -108,6 +103,26 @@ def judge_history(store: Store, spec: TrackerSpec, tracked: list[Series], notify
                        f"[{change.ci_pct[0]:+.1f}, {change.ci_pct[1]:+.1f}] between {str(good)[:12]} and "
                        f"{str(bad)[:12]}{how}")
     return found
+
+
+def change_ranges(changes: list[ChangePoint], points: Sequence[Sequence[float]], noise: Noise, metric: Metric
+                  ) -> list[tuple[ChangePoint, int, int]]:
+    """Each change with its range (first, last: the places it may be at). Where a change
+    is, is an estimate: a small step in noise can show between the pair after it, or a
+    change point one place off, so the range spans every place the data cannot tell
+    from it (change_span), so that it holds the commit. Changes of one kind whose ranges
+    overlap are one change (the strongest's figures, the ranges' union): two records
+    would confirm and bisect the same commits twice."""
+    merged: list[tuple[ChangePoint, int, int]] = []
+    for change in sorted(changes, key=lambda c: c.index):
+        first, last = change_span(points, change.index, noise)
+        if merged and first <= merged[-1][2] and judge(metric, merged[-1][0].change_pct) == judge(
+                metric, change.change_pct):
+            before, low, high = merged.pop()
+            change = max(before, change, key=lambda c: c.strength)
+            first, last = min(first, low), max(last, high)
+        merged.append((change, first, last))
+    return merged
 
 
 def _near(index: int, points: list[ChangePoint]) -> ChangePoint | None:
