@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,7 +98,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.jobs} at a time; load average at the start: {os.getloadavg()[0]:.1f}")
     results = []
     with ThreadPoolExecutor(args.jobs) as pool:
-        for i, r in enumerate(pool.map(lambda i: once(i, args.logs), range(args.times)), 1):
+        # Printed as each ends, so that a bench cut short still shows what it measured.
+        futures = [pool.submit(once, i, args.logs) for i in range(args.times)]
+        for i, future in enumerate(as_completed(futures), 1):
+            r = future.result()
             results.append(r)
             print(f"{i:3d}: found {'yes' if r.found else 'NO '} narrowed to {CULPRIT} {'yes' if r.narrowed else 'NO '} "
                   f"runs {r.runs:4d} {r.minutes:5.1f} min  learned noise {r.noise}  records: {r.records}"

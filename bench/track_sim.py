@@ -18,12 +18,13 @@ history, as one pass over it (`track run` after `since` was set 1000 commits bac
   `--rules learned` (the tracker's rules now): the between-run variation a one-run side
   is given is learned from the series (track.learned_noise, over its last 30 tested
   commits), and with narrowing on a pair inconclusive at 0.01 but p < 0.05 beyond the
-  floor is screened in (judging.SCREEN_ALPHA), and a change point's range spans every
-  place its data cannot tell from it (judging.change_span). `--rules today`: the
+  floor is screened in (judging.SCREEN_ALPHA), and a change's range spans every place
+  its data cannot tell from it, overlapping ranges one change (judging.change_ranges). `--rules today`: the
   assumed 1%, no screen, a change point's range its one pair (the rules before issue
   27), for the comparison in docs/track.md;
-- narrow every regression opened: confirm with the sequential interleaved A/B (at most
-  20 pairs) of its two tested commits, a record the A/B leaves inconclusive ending
+- narrow every regression opened: confirm with the sequential interleaved A/B of its two
+  tested commits (at most 20 pairs; `--rules learned`: 40 for a record found at 0.01,
+  track.narrowing.confirm_pairs), a record the A/B leaves inconclusive ending
   false-alarm ("not confirmed"); bisect a confirmed one with perfline's Bisection, the
   tested runs of both ends as its history (5 samples each).
 
@@ -53,12 +54,12 @@ from perfline.analysis.regressions import MARGIN
 from perfline.bisect import Bisection
 from perfline.records.metric import Direction, Metric
 from perfline.records.status import BisectionStatus
-from perfline.stats.changepoint import detect
+from perfline.stats.changepoint import ChangePoint, detect
 from perfline.stats.sequential import SequentialPlan
 from perfline.stats.two_sample import ASSUMED_BETWEEN_RUN_CV_PCT, REGRESSION
-from perfline.track.judging import change_span, judge_pair
+from perfline.track.judging import change_ranges, judge_pair
 from perfline.track.learned_noise import Noise, learn_noise
-from perfline.track.narrowing import CONFIRM_MAX_PAIRS
+from perfline.track.narrowing import CONFIRM_MAX_PAIRS, confirm_pairs
 
 N_COMMITS = 1000
 REPEAT = 5
@@ -109,7 +110,7 @@ def trial(args: tuple[int, float, int, str]) -> Outcome:
     between = (learn_noise([points[c] for c in tested], ASSUMED_BETWEEN_RUN_CV_PCT) if learned
                else Noise(ASSUMED_BETWEEN_RUN_CV_PCT))
     # Judge: neighbours, then change points, merged within MARGIN points (as record() does).
-    changes: list[int] = []  # index into `tested` of the first point after a change
+    changes: list[ChangePoint] = []  # index: into `tested`, of the first point after a change
     screened: set[int] = set()
     for i in range(1, len(tested)):
         a, b = points[tested[i - 1]], points[tested[i]]
@@ -117,25 +118,33 @@ def trial(args: tuple[int, float, int, str]) -> Outcome:
             continue  # cannot pass the 1% floor: the comparison would say so too
         judged = judge_pair(a, b, METRIC, FLOOR_PCT, between, NARROWED if learned else ())
         if judged is not None and judged[0].verdict in (REGRESSION, "inconclusive"):
-            changes.append(i)
+            c = judged[0]
+            changes.append(ChangePoint(i, c.change_pct, c.ci_pct, -math.log10(max(c.p_value, 1e-300)), c.p_value))
             if judged[1]:
                 screened.add(i)
     values = [points[c] for c in tested]
     if len(tested) >= 6:
-        for change in detect(values):
-            if change.change_pct > FLOOR_PCT and all(abs(change.index - i) > MARGIN for i in changes):
-                changes.append(change.index)
-    plan = SequentialPlan.up_to(CONFIRM_MAX_PAIRS, 0.01)
+        found = [c for c in detect(values) if c.change_pct > FLOOR_PCT]
+        # A screened pair a change point backs is the change point's finding (judging._backed).
+        screened = {i for i in screened if all(abs(c.index - i) > MARGIN for c in found)} if learned else screened
+        for change in found:
+            if all(abs(change.index - c.index) > MARGIN for c in changes):
+                changes.append(change)
     out = {"false": 0, "false_screened": 0, "false_confirmed": 0, "false_runs": 0, "false_executions": 0,
            "real_runs": 0, "real_executions": 0}
     detected = exact = wrong = False
-    for i in sorted(changes):
-        # The range holds every place the data cannot tell from the change's (as the tracker's record does).
-        first, last = change_span(values, i, between) if learned else (i, i)
+    # Each change's range: every place the data cannot tell from its own, overlapping
+    # ranges one change (judging.change_ranges); today's rules: the pair.
+    ranges = change_ranges(changes, values, between, METRIC) if learned else \
+        [(c, c.index, c.index) for c in sorted(changes, key=lambda c: c.index)]
+    for change, first, last in ranges:
+        i = change.index
         good, bad = tested[first - 1], tested[last]
         real = good < culprit <= bad
         detected |= real
         spent_runs, spent_executions = 2, 2 * REPEAT  # its two tested commits
+        strength = 0.0 if i in screened else math.inf  # what confirm_pairs reads of it
+        plan = SequentialPlan.up_to(confirm_pairs(strength) if learned else CONFIRM_MAX_PAIRS, 0.01)
         a: list[float] = []
         b: list[float] = []
         while not (a and plan.done(a, b, METRIC, FLOOR_PCT)):

@@ -92,6 +92,9 @@ def test_track_narrows_the_regression_to_its_commit_and_tests_only_new_commits(p
     status = json.loads(perfline(project, "track", "status", "demo", "--json").stdout)[0]
     assert status["head"] == commits[-1] and status["last_tested"] == commits[-1]
     assert (status["tested"], status["pending"], status["open_regressions"]) == (6, 0, 1)
+    # Six tested commits are too few to learn the series' noise from: the assumed 1%, said so.
+    [noise] = status["noise"]
+    assert (noise["benchmark"], noise["noise_pct"], noise["commits"], noise["learned"]) == ("command", 1.0, 0, False)
     number = status["daily_number"]
     # 8% more work: the number falls to about 93 (100/1.08) and its interval says so.
     assert number["ci"][1] < 100 and 88 < number["value"] < 97

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from perfline import git
-from perfline.analysis.regressions import record
+from perfline.analysis.regressions import MARGIN, record
 from perfline.analysis.series import Point, Series, build_series, judge
 from perfline.records.metric import Direction, Metric
 from perfline.records.status import RegressionStatus
@@ -31,6 +31,7 @@ from perfline.track.machines import Measuring
 from perfline.track.tracker_file import TrackerSpec
 
 if TYPE_CHECKING:
+    from perfline.stats.changepoint import ChangePoint
     from perfline.stats.two_sample import Comparison
 
 Notify = Callable[[str], None]
@@ -97,16 +98,13 @@ def judge_history(store: Store, spec: TrackerSpec, tracked: list[Series], notify
                 if screen:
                     screened.add(index)
         if len(series.points) >= _DETECT_MIN_POINTS:
+            points = [c for c in series.change_points() if abs(c.change_pct) > floor]
+            changes = [_backed(c, points) if c.index in screened else c for c in changes]
+            screened = {i for i in screened if not _near(i, points)}
             known = {c.index for c in changes}
-            changes += [c for c in series.change_points() if c.index not in known
-                        and abs(c.change_pct) > floor]
+            changes += [c for c in points if c.index not in known]
         claimed: list[int] = []
-        values = [p.values for p in series.points]
-        for change in sorted(changes, key=lambda c: c.index):
-            # Where a change is, is an estimate: a small step in noise can show between
-            # the pair after it, or a change point one place off; the range spans every
-            # place the data cannot tell from it, so that it holds the commit.
-            first, last = change_span(values, change.index, noise)
+        for change, first, last in change_ranges(changes, [p.values for p in series.points], noise, series.metric):
             good, bad = series.points[first - 1].runs[0].kernel_commit, series.points[last].runs[0].kernel_commit
             regression, new = record(store, series, change, claimed, tracker=spec.name, good=good, bad=bad)
             claimed.append(regression.id)
@@ -118,6 +116,39 @@ def judge_history(store: Store, spec: TrackerSpec, tracked: list[Series], notify
                        f"[{change.ci_pct[0]:+.1f}, {change.ci_pct[1]:+.1f}] between {str(good)[:12]} and "
                        f"{str(bad)[:12]}{how}")
     return found
+
+
+def change_ranges(changes: list[ChangePoint], points: Sequence[Sequence[float]], noise: Noise, metric: Metric
+                  ) -> list[tuple[ChangePoint, int, int]]:
+    """Each change with its range (first, last: the places it may be at). Where a change
+    is, is an estimate: a small step in noise can show between the pair after it, or a
+    change point one place off, so the range spans every place the data cannot tell
+    from it (change_span), so that it holds the commit. Changes of one kind whose ranges
+    overlap are one change (the strongest's figures, the ranges' union): two records
+    would confirm and bisect the same commits twice."""
+    merged: list[tuple[ChangePoint, int, int]] = []
+    for change in sorted(changes, key=lambda c: c.index):
+        first, last = change_span(points, change.index, noise)
+        if merged and first <= merged[-1][2] and judge(metric, merged[-1][0].change_pct) == judge(
+                metric, change.change_pct):
+            before, low, high = merged.pop()
+            change = max(before, change, key=lambda c: c.strength)
+            first, last = min(first, low), max(last, high)
+        merged.append((change, first, last))
+    return merged
+
+
+def _near(index: int, points: list[ChangePoint]) -> ChangePoint | None:
+    """The nearest change point within MARGIN points of `index`, if any."""
+    near = [c for c in points if abs(c.index - index) <= MARGIN]
+    return min(near, key=lambda c: abs(c.index - index)) if near else None
+
+
+def _backed(change: ChangePoint, points: list[ChangePoint]) -> ChangePoint:
+    """A screened pair that a change point near it backs is that change point's finding
+    (its estimate and strength, at the pair's place): not a screened one any more."""
+    found = _near(change.index, points)
+    return change if found is None else replace(found, index=change.index)
 
 
 def judge_pair(before: Sequence[float], after: Sequence[float], metric: Metric, floor_pct: float, noise: Noise,

@@ -7,6 +7,7 @@ resumes from its stored samples, so a kill at any point loses only the run in pr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -42,6 +43,11 @@ Notify = Callable[[str], None]
 # screened pair is often a chance one; retrying it each pass would cost this much a
 # day); one cut short by the day's budget stays `new` and is tried again.
 CONFIRM_MAX_PAIRS = 20
+# A record opened at p < 0.01 (the neighbour test or a change point, not the screen) is
+# rarely a chance one; a small step in noisy data (3% at 3% per sample) needs about 30
+# pairs to show again, so it may take this many (bench/track_sim.py).
+CONFIRM_MAX_PAIRS_STRICT = 40
+STRICT_ALPHA = 0.01
 # A bisection of a tracker's range: the budget caps it too, day by day.
 BISECT_MAX_RUNS = 200
 # The profiled A/B of culprit and parent: enough repetitions for an interval of each
@@ -116,8 +122,9 @@ def _confirm(store: Store, spec: TrackerSpec, regression: Regression, builder: B
         return regression
     assert regression.good is not None and regression.bad is not None
     case = replace(_case(spec, regression), monitors=(), warmup=1)
-    pairs = min(CONFIRM_MAX_PAIRS, max(budget.left() // 2, 6))
-    end_undecided = pairs >= CONFIRM_MAX_PAIRS
+    limit = confirm_pairs(regression.strength)
+    pairs = min(limit, max(budget.left() // 2, 6))
+    end_undecided = pairs >= limit
     if queue is not None:
         from perfline.track import on_fleet
 
@@ -142,6 +149,13 @@ def _confirm(store: Store, spec: TrackerSpec, regression: Regression, builder: B
         return regression
     notify(f"regression {regression.id}: {regression.status} ({regression.note})")
     return regression
+
+
+def confirm_pairs(strength: float) -> int:
+    """The most pairs a record's confirmation may take: CONFIRM_MAX_PAIRS for one only
+    the screen opened (its p-value, strength = -log10 p, at or above STRICT_ALPHA),
+    CONFIRM_MAX_PAIRS_STRICT for one found at STRICT_ALPHA."""
+    return CONFIRM_MAX_PAIRS_STRICT if strength > -math.log10(STRICT_ALPHA) else CONFIRM_MAX_PAIRS
 
 
 def _bisect(store: Store, spec: TrackerSpec, regression: Regression, repo: Path, budget: Budget,
