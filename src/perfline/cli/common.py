@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -17,6 +17,7 @@ from perfline.system.kernel_state import restore_leftovers
 from perfline.targets import local
 
 if TYPE_CHECKING:
+    from perfline.records.fingerprint import Fingerprint
     from perfline.records.job import Case
     from perfline.runner import RunContext
 
@@ -66,7 +67,8 @@ def open_store(url: str | None = None, outage_wait_s: float = 0.0) -> Store:
 
 @contextmanager
 def running(
-    store: Store, cases: list[Case], label: str | None, kernel_commit: str | None
+    store: Store, cases: list[Case], label: str | None, kernel_commit: str | None,
+    fingerprint: Callable[[], Fingerprint] = local.fingerprint,
 ) -> Iterator[RunContext]:
     """Progress on stderr, SIGTERM as Ctrl-C, and exit code 130 after an interruption."""
     # Imported here: the runner and its targets are slow to import, and the commands
@@ -78,7 +80,7 @@ def running(
         try:
             yield RunContext(
                 store=store,
-                fingerprint=local.fingerprint,
+                fingerprint=fingerprint,
                 observer=observer,
                 label=label,
                 kernel_commit=kernel_commit,

@@ -103,6 +103,7 @@ def expand(job: JobSpec) -> list[Case]:
                 target=job.target,
                 precision_pct=job.precision_pct,
                 vm=job.vm,
+                boot_kernel=job.boot_kernel,
             )
         )
     return cases

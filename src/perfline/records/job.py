@@ -29,7 +29,8 @@ TUNABLE_KINDS = ("sysctl", "sysfs", "governor", "pin")
 # a VM target) are written as top-level job keys but travel with the tunables: they
 # are conditions of the run that the matrix may vary.
 SINGLE_VALUED_KINDS = ("governor", "pin", "load", "cmdline")
-TARGETS = ("local", "qemu")
+# kexec: this machine boots the kernel under test (targets.kexec), only where allowed.
+TARGETS = ("local", "qemu", "kexec")
 ACCELS = ("auto", "kvm", "tcg")
 # What JobError names as the "file" of a job built from command-line options.
 COMMAND_LINE = "command line"
@@ -80,6 +81,9 @@ class JobSpec:
     path: Path | None = None
     precision_pct: float | None = None
     vm: VmSpec | None = None  # set exactly when target is qemu
+    # The registered kernel the machine boots, set exactly when target is kexec; like a
+    # VM's kernel, not part of a case's identity.
+    boot_kernel: str | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,7 @@ class Case:
     # many % (at least AUTO_MIN_REPEAT runs, at most `repeat`). None: exactly `repeat`.
     precision_pct: float | None = None
     vm: VmSpec | None = None
+    boot_kernel: str | None = None  # target kexec: the registered kernel booted
 
     @property
     def key(self) -> str:
@@ -124,7 +129,7 @@ class Case:
 
     @property
     def cmdline(self) -> str:
-        """Extra kernel parameters a VM target boots with ('' if none)."""
+        """Extra kernel parameters a VM or kexec target boots with ('' if none)."""
         return str(self.tunables.get("cmdline", {}).get("cmdline", ""))
 
     @property
@@ -154,7 +159,7 @@ def case_to_json(case: Case) -> dict[str, Any]:
         "tunables": {kind: dict(values) for kind, values in case.tunables.items()},
         "repeat": case.repeat, "warmup": case.warmup, "monitors": list(case.monitors),
         "target": case.target, "precision_pct": case.precision_pct,
-        "vm": None if case.vm is None else asdict(case.vm),
+        "vm": None if case.vm is None else asdict(case.vm), "boot_kernel": case.boot_kernel,
     }
 
 
@@ -165,5 +170,5 @@ def case_from_json(data: dict[str, Any]) -> Case:
         tunables={kind: dict(values) for kind, values in data["tunables"].items()},
         repeat=int(data["repeat"]), warmup=int(data["warmup"]), monitors=tuple(data["monitors"]),
         target=data["target"], precision_pct=data.get("precision_pct"),
-        vm=None if vm is None else VmSpec(**vm),
+        vm=None if vm is None else VmSpec(**vm), boot_kernel=data.get("boot_kernel"),
     )

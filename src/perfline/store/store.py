@@ -26,6 +26,7 @@ from perfline.store.dashboard import DashboardQueries
 from perfline.store.engine import Sessions, StoreUnavailable, aware, connect, resolve_url, updated
 from perfline.store.fleet import TAKEN_BACK, FleetQueries
 from perfline.store.imports import ImportQueries
+from perfline.store.kexec_boots import KexecBootQueries
 from perfline.store.outbox import OutboxQueries
 from perfline.store.schema import (
     KernelConfig,
@@ -158,7 +159,8 @@ class Regression:
     due: date | None = None
 
 
-class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, ImportQueries, FleetQueries):
+class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, ImportQueries, FleetQueries,
+            KexecBootQueries):
     def __init__(self, engine: Engine, outage_wait_s: float = 0.0) -> None:
         self.engine = engine
         self._session = Sessions(sessionmaker(engine, expire_on_commit=False), outage_wait_s)
