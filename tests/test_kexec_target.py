@@ -267,3 +267,16 @@ def test_start_checks_everything_before_anything_changes(tmp_path: Path, debian_
     with pytest.raises(kexec.KexecRefused, match="still pending"):
         kexec_resume.start(store, [case], settings, root=root, boot=lambda: booted.append("boot"))
     assert booted == [] and len(store.kexec_boots()) == 1
+
+
+def test_a_kexec_case_runs_only_in_the_boot_it_asked_for(tmp_path: Path) -> None:
+    # ab, bisect, track and the fleet reach the runner without booting anything: refused
+    # before anything is set up or stored.
+    from perfline.runner import RunContext, execute
+
+    store = Store.open(str(tmp_path / "db"))
+    case = Case("rcu-gp", "rcu-gp", {}, {}, 3, 0, (), "kexec", boot_kernel="debian-6.12")
+    with pytest.raises(UserError, match="runs only on the kernel it boots"):
+        execute(case, RunContext(store=store, fingerprint=lambda: pytest.fail("nothing is read"),
+                                 observer=None))  # type: ignore[arg-type]
+    assert store.list_runs() == []

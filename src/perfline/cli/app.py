@@ -439,6 +439,8 @@ def ab(
     from perfline.jobs.command_line import CommandLineJob, Target, build_ab
     from perfline.runner import execute_interleaved
 
+    if target == "kexec":
+        require_kexec_opt_in()
     request = CommandLineJob(what, param or [], monitor, no_monitors, warmup=warmup,
                              target=Target(target, kernel, cmdline, vm_cpus, vm_memory, accel))
     plan = _sequential_plan(pairs, max_pairs, alpha)

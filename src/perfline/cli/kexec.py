@@ -20,13 +20,12 @@ from perfline.system.files import write_durably
 from perfline.targets import kexec, machine_settings
 
 if TYPE_CHECKING:
-    from perfline.records.fingerprint import Fingerprint
     from perfline.records.job import Case
     from perfline.store.kexec_boots import KexecBoot
 
 # What the resume unit needs of the environment it was installed from.
 UNIT_ENVIRONMENT = ("PYTHONPATH", "PERFLINE_CACHE_DIR", "XDG_CACHE_HOME", "PERFLINE_STATE_DIR",
-                    "XDG_STATE_HOME", machine_settings.SETTINGS_ENV)
+                    "XDG_STATE_HOME", "PERFLINE_NATIVE_DIR", machine_settings.SETTINGS_ENV)
 
 
 def allow_kexec() -> None:
@@ -91,9 +90,7 @@ def resume(
     every boot): check the kernel, measure, go back to the default kernel."""
     from perfline.runner import execute
     from perfline.runner.kexec_resume import abandon as abandon_boot
-    from perfline.runner.kexec_resume import boot_fingerprint
     from perfline.runner.kexec_resume import resume as resume_boot
-    from perfline.targets import local
 
     store = open_store()
     if abandon:
@@ -103,10 +100,7 @@ def resume(
         return
 
     def measure(cases: list[Case], boot: KexecBoot) -> list[int]:
-        def fingerprint() -> Fingerprint:
-            return boot_fingerprint(local.fingerprint(), boot)
-
-        with running(store, cases, boot.label, boot.kernel_commit, fingerprint=fingerprint) as ctx:
+        with running(store, cases, boot.label, boot.kernel_commit, kexec_boot=boot) as ctx:
             return [execute(case, ctx).run_id for case in cases]
 
     resumed = resume_boot(store, measure)
