@@ -67,6 +67,7 @@ Gateway=10.0.2.2
 Description=perfline test machine: the test's steps (driver.sh on the second disk)
 Wants=network-online.target
 After=network-online.target perfline-resume.service
+RequiresMountsFor={TEST_DISK_MOUNT}
 ConditionPathExists={TEST_DISK_MOUNT}/driver.sh
 
 [Service]
@@ -79,7 +80,8 @@ TimeoutStartSec=infinity
 [Install]
 WantedBy=multi-user.target
 """,
-    "etc/fstab": f"/dev/vdb {TEST_DISK_MOUNT} ext4 rw,nofail 0 2\n",
+    # Not nofail: local-fs.target waits for it, and so every service (the resume unit too).
+    "etc/fstab": f"/dev/vdb {TEST_DISK_MOUNT} ext4 rw 0 2\n",
     "etc/hostname": "perfline-lab\n",
     # The package's own question: a reboot must reset the machine, not kexec.
     "etc/default/kexec": "LOAD_KEXEC=false\n",

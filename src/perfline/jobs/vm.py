@@ -37,16 +37,7 @@ def vm_spec(
     kernel: Any, cpus: Any, memory_mb: Any, accel: Any, fail_for: FailFor
 ) -> VmSpec:
     """A validated VmSpec; None for an option means its default."""
-    if kernel is None:
-        raise fail_for("kernel")(
-            "target qemu needs a kernel: `kernel: NAME` (see `perfline kernels list`)"
-        )
-    if not isinstance(kernel, str):
-        raise fail_for("kernel")(f"kernel must be a registered kernel's name, got {kernel!r}; quote it")
-    try:
-        get_kernel(kernel)
-    except KernelError as exc:
-        raise fail_for("kernel")(str(exc)) from None
+    kernel = registered(kernel, "qemu", fail_for)
     defaults = VmSpec(kernel)
     return VmSpec(
         kernel=kernel,
@@ -130,8 +121,13 @@ def with_target(
 
 def boot_kernel(kernel: Any, fail_for: FailFor) -> str:
     """Target kexec's kernel: a registered one (`perfline kernels list` on the machine)."""
+    return registered(kernel, "kexec", fail_for)
+
+
+def registered(kernel: Any, target: str, fail_for: FailFor) -> str:
+    """The name of a registered kernel, which the target needs."""
     if kernel is None:
-        raise fail_for("kernel")("target kexec needs a kernel: `kernel: NAME` (see `perfline kernels list`)")
+        raise fail_for("kernel")(f"target {target} needs a kernel: `kernel: NAME` (see `perfline kernels list`)")
     if not isinstance(kernel, str):
         raise fail_for("kernel")(f"kernel must be a registered kernel's name, got {kernel!r}; quote it")
     try:

@@ -18,29 +18,6 @@ STATES = (*OPEN_STATES, "returned", "boot-failed", "abandoned")
 
 
 @dataclass(frozen=True)
-class KexecBoot:
-    id: int
-    machine_id: str
-    hostname: str
-    kernel: str
-    release: str
-    banner: str
-    sha256: str
-    cmdline: str
-    token: str
-    default_release: str
-    cases: list[dict[str, Any]]
-    label: str | None
-    kernel_commit: str | None
-    state: str
-    boot_id_before: str
-    boot_id_after: str | None
-    run_ids: list[int]
-    console: str | None
-    error: str | None
-
-
-@dataclass(frozen=True)
 class PlannedBoot:
     """What is written before the machine goes down."""
 
@@ -57,6 +34,18 @@ class PlannedBoot:
     label: str | None
     kernel_commit: str | None
     boot_id_before: str
+
+
+@dataclass(frozen=True)
+class KexecBoot(PlannedBoot):
+    """A planned boot as stored, and how far it got."""
+
+    id: int
+    state: str
+    boot_id_after: str | None
+    run_ids: list[int]
+    console: str | None
+    error: str | None
 
 
 class KexecBootQueries:
