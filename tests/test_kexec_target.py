@@ -2,7 +2,7 @@
 
 Nothing here can boot or reboot this machine: the machine settings live in a temporary
 directory (conftest points $PERFLINE_MACHINE_SETTINGS there for every test), the boot
-and reboot steps of the state machine are the test's own functions, and the kernels
+step is the test's own function (resume only says when to reboot), and the kernels
 "running" are trees of /proc files under tmp_path. The real boots are in the slow test
 (test_kexec_guest.py), inside a QEMU guest.
 """
@@ -184,24 +184,24 @@ def test_resume_measures_once_on_the_right_kernel_and_comes_back(tmp_path: Path)
     default = machine(tmp_path / "default", RELEASE_61, "#1 SMP Debian 6.1", DEFAULT_CMDLINE, "boot-0")
     boot = plan(store, default, "tok1", [case])
     measured: list[list[Case]] = []
-    reboots: list[str] = []
 
     def measure(cases: list[Case], _boot: KexecBoot) -> list[int]:
         measured.append(cases)
         return [41]
 
     # Resume in the boot that planned it (the unit at a later start, say): nothing yet.
-    assert kexec_resume.resume(store, measure, root=default, reboot=lambda: reboots.append("r")).outcome == "waiting"
+    early = kexec_resume.resume(store, measure, root=default)
+    assert (early.outcome, early.reboot) == ("waiting", False)
     tested = machine(tmp_path / "tested", RELEASE_612, VERSION_612, "root=/dev/vda perfline.boot=tok1", "boot-1")
-    done = kexec_resume.resume(store, measure, root=tested, reboot=lambda: reboots.append("r"))
-    assert done.outcome == "measured" and measured == [[case]] and reboots == ["r"]
+    done = kexec_resume.resume(store, measure, root=tested)
+    assert done.outcome == "measured" and done.reboot and measured == [[case]]
     assert store.kexec_boot(boot.id).state == "measured" and store.kexec_boot(boot.id).run_ids == [41]
-    # The unit again in the same boot measures nothing twice.
-    assert kexec_resume.resume(store, measure, root=tested, reboot=lambda: reboots.append("r")).outcome == "waiting"
-    assert len(measured) == 1
+    # The unit again in the same boot measures nothing twice, and asks for the reboot again.
+    again = kexec_resume.resume(store, measure, root=tested)
+    assert (again.outcome, again.reboot) == ("waiting", True) and len(measured) == 1
     back = machine(tmp_path / "back", RELEASE_61, "#1 SMP Debian 6.1", DEFAULT_CMDLINE, "boot-2")
     returned = kexec_resume.resume(store, measure, root=back)
-    assert returned.outcome == "returned" and store.kexec_boot(boot.id).error is None
+    assert returned.outcome == "returned" and not returned.reboot and store.kexec_boot(boot.id).error is None
     assert kexec_resume.resume(store, measure, root=back).outcome == "nothing"
 
 
@@ -220,9 +220,10 @@ def test_a_kernel_that_did_not_boot_is_boot_failed_with_its_console(tmp_path: Pa
     def measure(_cases: list[Case], _boot: KexecBoot) -> list[int]:
         raise AssertionError("nothing is measured on the wrong kernel")
 
-    failed = kexec_resume.resume(store, measure, root=reset, reboot=lambda: None)
+    failed = kexec_resume.resume(store, measure, root=reset)
     stored = store.kexec_boot(boot.id)
-    assert failed.outcome == "boot-failed" and stored.state == "boot-failed" and stored.boot_id_after == "boot-1"
+    assert failed.outcome == "boot-failed" and not failed.reboot
+    assert stored.state == "boot-failed" and stored.boot_id_after == "boot-1"
     assert "Attempted to kill init" in str(stored.console) and "dmesg-ramoops-0" in str(stored.console)
     assert f"runs {RELEASE_61}, not booted by perfline" in str(stored.error)
     # Nothing is left open: the machine takes the next job.
@@ -236,7 +237,7 @@ def test_a_machine_that_went_down_while_measuring_is_boot_failed(tmp_path: Path)
     boot = plan(store, default, "tok3", [case])
     store.update_kexec_boot(boot.id, "booted", boot_id_after="boot-1")
     again = machine(tmp_path / "again", RELEASE_61, "#1", DEFAULT_CMDLINE, "boot-2")
-    failed = kexec_resume.resume(store, lambda _c, _b: [], root=again, reboot=lambda: None)
+    failed = kexec_resume.resume(store, lambda _c, _b: [], root=again)
     assert failed.outcome == "boot-failed" and "went down while measuring" in str(store.kexec_boot(boot.id).error)
     assert "no console lines were kept" in str(store.kexec_boot(boot.id).error)
 

@@ -107,6 +107,8 @@ def resume(
     notify(resumed.message)
     if resumed.boot is not None and resumed.boot.console:
         notify(resumed.boot.console)
+    if resumed.reboot:
+        kexec.reboot()
     if resumed.outcome == "boot-failed":
         raise typer.Exit(EXIT_FAILED)
 

@@ -37,6 +37,8 @@ class Resumed:
     outcome: str  # nothing, waiting, measured, boot-failed, returned
     message: str
     boot: KexecBoot | None = None
+    # Back to the default kernel now: the caller says what happened first, then reboots.
+    reboot: bool = False
 
 
 def start(store: Store, cases: list[Case], settings: MachineSettings, *, label: str | None = None,
@@ -83,17 +85,17 @@ def start(store: Store, cases: list[Case], settings: MachineSettings, *, label: 
     return planned
 
 
-def resume(store: Store, measure: Callable[[list[Case], KexecBoot], list[int]], *, root: Path = Path("/"),
-           reboot: Step = kexec.reboot) -> Resumed:
+def resume(store: Store, measure: Callable[[list[Case], KexecBoot], list[int]], *,
+           root: Path = Path("/")) -> Resumed:
     """After a boot: go on with this machine's open kexec boot, if it has one."""
     running = kexec.RunningKernel.read(root)
     boot = store.open_kexec_boot(local.machine_id(root))
     if boot is None:
         return Resumed("nothing", "no kexec boot of this machine is open: nothing to resume")
     if running.boot_id in (boot.boot_id_before, boot.boot_id_after) and boot.state != "booted":
-        if boot.state == "measured":
-            reboot()  # a resume run again in the tested kernel, before its reboot
-        return Resumed("waiting", f"kexec boot {boot.id} is {boot.state}; the machine has not booted since", boot)
+        # Measured already in this boot (a resume run again before its reboot): reboot.
+        return Resumed("waiting", f"kexec boot {boot.id} is {boot.state}; the machine has not booted since", boot,
+                       reboot=boot.state == "measured")
     if boot.state == "pending":
         image = kexec.BootImage(boot.kernel, Path(), None, boot.release, boot.banner, boot.sha256)
         problem = image.mismatch(running, boot.token)
@@ -102,9 +104,8 @@ def resume(store: Store, measure: Callable[[list[Case], KexecBoot], list[int]], 
         boot = store.update_kexec_boot(boot.id, "booted", boot_id_after=running.boot_id)
         run_ids = measure([case_from_json(case) for case in boot.cases], boot)
         boot = store.update_kexec_boot(boot.id, "measured", run_ids=run_ids)
-        reboot()
         return Resumed("measured", f"kexec boot {boot.id}: measured on {boot.release} (runs "
-                       f"{', '.join(map(str, run_ids))}); rebooting into the default kernel", boot)
+                       f"{', '.join(map(str, run_ids))}); rebooting into the default kernel", boot, reboot=True)
     if boot.state == "booted":
         if running.boot_id == boot.boot_id_after:
             return Resumed("waiting", f"kexec boot {boot.id} is being measured in this boot", boot)
