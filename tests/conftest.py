@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from noise import SET_NOISE
 from perfline.system.pgserver import PrivateServer
 from perfline.system.process import ToolMissing
 from perfline.targets.kernels import CACHE_ENV, Kernel
@@ -100,7 +101,8 @@ def tracked_history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     text = (root / "examples" / "track" / "demo.yaml").read_text().replace("cmd: $PERFLINE_TREE/bench",
                                                                             f"cmd: {command}")
     (where / "tracker.yaml").write_text(text)
-    env = {**os.environ, "PERFLINE_CACHE_DIR": str(where / "cache")}
+    # The tracker's logic is what these stores are for: bench.c's noise is set, not timed.
+    env = {**os.environ, **SET_NOISE, "PERFLINE_CACHE_DIR": str(where / "cache")}
     perfline = [sys.executable, "-m", "perfline", "--db", str(where / "db")]
     proc = subprocess.run([*perfline, "track", "run", "tracker.yaml", "--once", "--pace-tolerance", "off"],
                           capture_output=True, text=True, cwd=where, env=env, timeout=600, check=False)

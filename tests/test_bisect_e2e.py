@@ -48,7 +48,7 @@ def start_args(repo: Path, shas: list[str], db: Path, pace: str = "off") -> list
     guard is off: this host's speed wanders by tens of percent for minutes at a time,
     and the guard would stop every bisection. The guard's tests script the pace."""
     return [sys.executable, "-m", "perfline", "--db", str(db), "bisect", "start", "--repo", str(repo),
-            "--good", shas[0], "--bad", shas[-1], "--build", "cc -O1 -o bench bench.c",
+            "--good", shas[0], "--bad", shas[-1], "--build", "cc -O1 -o bench bench.c -lm",
             "--command", "./bench", "--direction", "lower", "--max-runs", "150", "--json",
             "--pace-tolerance", pace]
 
@@ -152,12 +152,12 @@ def test_stored_runs_at_the_endpoints_are_the_bisections_history(
         tree.mkdir()
         archive = subprocess.run(["git", "-C", str(path), "archive", sha], capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-        subprocess.run(["cc", "-O1", "-o", "bench", "bench.c"], cwd=tree, check=True)
+        subprocess.run(["cc", "-O1", "-o", "bench", "bench.c", "-lm"], cwd=tree, check=True)
         subprocess.run([sys.executable, "-m", "perfline", "--db", str(db), "run", str(job), "--repeat", "5",
                         "--no-monitors", "--kernel-commit", named],
                        env={**os.environ, "PERFLINE_TREE": str(tree)}, capture_output=True, check=True, timeout=300)
     proc = subprocess.run([sys.executable, "-m", "perfline", "--db", str(db), "bisect", "start", "--repo", str(path),
-                           "--good", shas[0], "--bad", shas[-1], "--build", "cc -O1 -o bench bench.c",
+                           "--good", shas[0], "--bad", shas[-1], "--build", "cc -O1 -o bench bench.c -lm",
                            "--job", str(job), "--metric", "command.value", "--max-runs", "150", "--json",
                            "--pace-tolerance", "off"],
                           capture_output=True, text=True, timeout=600)
@@ -256,7 +256,7 @@ def test_a_command_not_found_in_the_worktree_says_where_and_fails_the_bisection(
     assert proc.returncode == 1
     error = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(error) == 1, proc.stderr
-    tree = Path(os.environ.get("PERFLINE_CACHE_DIR", tmp_path / "cache")) / "bisect"
+    tree = Path(os.environ.get("PERFLINE_CACHE_DIR", tmp_path / "cache")) / "worktrees"
     assert "bisection 1 failed" in error[0] and "exited with status 127" in error[0]
     assert f"{tree}/" in error[0] and "$PWD/bench.sh" in error[0] and "$PERFLINE_TREE" in error[0]
     with sqlite3.connect(db) as connection:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from noise import SET_NOISE
 from perfline.fleet.health import off_class
 from perfline.fleet.queue import FleetQueue
 from perfline.records.status import RunStatus
@@ -351,6 +352,7 @@ def test_a_fleet_tracker_tests_confirms_and_bisects_on_the_class_machines(fleet:
     text = (ROOT / "examples" / "track" / "demo.yaml").read_text()
     (tmp_path / "tracker.yaml").write_text(f"{text}fleet:\n  class: {CLASS}\n")
     fleet.env["PERFLINE_CACHE_DIR"] = str(tmp_path / "cache")
+    fleet.env.update(SET_NOISE)  # the loop's logic under test, not this machine's noise of the day
     fleet.start("m1")
     fleet.start("m2")
     fleet.wait_until("both idle", _idle(fleet, "m1", "m2"))

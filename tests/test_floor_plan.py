@@ -17,7 +17,7 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 ROOT = SRC / "perfline"
 
 # Floor of each package; the package root (`perfline/__init__.py`: the version) is 0.
-FLOORS: dict[str, int] = {
+FLOORS: dict[str, float] = {
     "__main__": 7,  # `python -m perfline`: the command line's entry
     "cli": 6,
     "web": 5,
@@ -32,6 +32,7 @@ FLOORS: dict[str, int] = {
     "jobs": 2,
     "targets": 2,
     "git": 2,
+    "builds": 2.5,
     "benchmarks": 1,
     "monitors": 1,
     "tunables": 1,

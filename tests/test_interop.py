@@ -17,6 +17,7 @@ import pytest
 
 from perfline.interop.importing import plan
 from perfline.interop.model import ImportFailed
+from perfline.interop.otava import OtavaColumns
 
 DATA = Path(__file__).parent / "data" / "interop"
 # criterion/Fibonacci2/Iterative/20/new/sample.json: the first sample, 208873 iterations in 1166000 ns.
@@ -105,6 +106,65 @@ def test_bmf_lkp_and_otava(tmp_path: Path) -> None:
     assert len(imported(db, DATA / "otava" / "sample-unix-time.csv")["runs"]) == 10
 
 
+def test_otava_attribute_columns_split_the_series(tmp_path: Path) -> None:
+    """attributes.csv: `branch` is not a number, so it is an attribute: each run keeps it
+    as a parameter and each branch is a series of its own; the empty cell is skipped."""
+    db = tmp_path / "db"
+    doc = imported(db, DATA / "otava" / "attributes.csv")
+    assert len(doc["runs"]) == 10 and doc["samples"] == 19 and doc["skipped"] == 1
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT params, case_key, kernel_commit FROM runs ORDER BY id").fetchall()
+    assert [json.loads(p)["branch"] for p, _, _ in rows] == ["main", "stable"] * 5
+    assert {k for _, k, _ in rows} == {"branch=main,file=attributes", "branch=stable,file=attributes"}
+    assert [c for _, _, c in rows][:2] == ["aaa0", "bbb0"]
+    for branch, first in (("main", "154023"), ("stable", "138455")):
+        history = perfline(db, "history", "otava.metric1", "--case", f"branch={branch}")
+        assert history.returncode == 0, history.stderr
+        assert f"branch={branch}" in history.stdout and first in history.stdout.replace(",", "")
+    assert values(db, doc["runs"][5], "otava.metric2") == []  # the empty cell
+    # --metrics leaves metric2 out; --attributes commit is Otava's way of naming the commit.
+    chosen = imported(tmp_path / "chosen", DATA / "otava" / "attributes.csv", "--metrics", "metric1",
+                      "--attributes", "commit,branch")
+    assert chosen["samples"] == 10
+    with sqlite3.connect(tmp_path / "chosen") as con:
+        assert {m for (m,) in con.execute("SELECT DISTINCT metric FROM samples")} == {"otava.metric1"}
+        assert {k for (k,) in con.execute("SELECT case_key FROM runs")} == {"branch=main,file=attributes",
+                                                                            "branch=stable,file=attributes"}
+    # --attributes metric2: a number read as an attribute (a build number, say).
+    as_attribute = imported(tmp_path / "build", DATA / "otava" / "attributes.csv", "--attributes", "metric2")
+    assert as_attribute["samples"] == 10
+    with sqlite3.connect(tmp_path / "build") as con:
+        assert json.loads(con.execute("SELECT params FROM runs ORDER BY id").fetchone()[0]) == {
+            "file": "attributes", "metric2": "10.43"}
+
+
+@pytest.mark.parametrize(("columns", "message"), [
+    (OtavaColumns(metrics=("branch",)), ("'branch' is 'main', not a number (--attributes branch reads the column as "
+                                         "an attribute)")),
+    (OtavaColumns(metrics=("metric3",)), ("--metrics names 'metric3', not a column (the header has time, commit, "
+                                          "branch, metric1, metric2)")),
+    (OtavaColumns(metrics=("metric1",), attributes=("metric1",)), "metric1: given to both --metrics and --attributes"),
+    (OtavaColumns(attributes=("time",)), "--attributes names 'time': the time column is each run's time"),
+])
+def test_otava_columns_given_wrongly_are_refused(columns: OtavaColumns, message: str) -> None:
+    with pytest.raises(ImportFailed) as caught:
+        plan(DATA / "otava" / "attributes.csv", None, label=None, machine=None, commit=None, commit_from_file=True,
+             directions={}, columns=columns)
+    assert caught.value.message == message
+
+
+def test_otava_columns_on_the_command_line(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    proc = perfline(db, "import", str(DATA / "otava" / "attributes.csv"), "--metrics", "metric1,branch")
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert line == (f"error: {DATA / 'otava' / 'attributes.csv'}:2: 'branch' is 'main', not a number "
+                    "(--attributes branch reads the column as an attribute)")
+    assert not db.exists() or sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    other = perfline(db, "import", str(DATA / "bmf" / "report_latency.json"), "--attributes", "x")
+    assert other.returncode == 2 and "--metrics and --attributes name an Otava CSV's columns; this is bmf" in other.stderr
+
+
 def test_a_file_imported_before_is_refused_unless_forced(tmp_path: Path) -> None:
     db = tmp_path / "db"
     first = imported(db, DATA / "bmf" / "report_latency.json")
@@ -188,6 +248,44 @@ def test_fuzzed_files_fail_cleanly(source: Path, tmp_path: Path, request: pytest
             plan(target, None, label=None, machine=None, commit=None, commit_from_file=False, directions={})
         except ImportFailed:
             pass
+
+
+@pytest.mark.parametrize("source", [p for p in FUZZ_FILES if p.suffix == ".csv"], ids=lambda p: p.name)
+def test_fuzzed_otava_files_with_chosen_columns_fail_cleanly(source: Path, tmp_path: Path) -> None:
+    """The same mutations of every Otava CSV, each read with random --metrics and
+    --attributes (the header's names, names it lacks, time and commit, empty lists):
+    read, or ImportFailed; never another exception."""
+    import os
+
+    count = int(os.environ.get("PERFLINE_FUZZ", "200"))
+    rng = random.Random(f"columns {source.name}")
+    original = source.read_bytes()
+    names = [*original.decode().splitlines()[0].split(","), "nope", ""]
+    target = tmp_path / source.name
+    for _ in range(count):
+        data = bytearray(original)
+        for _ in range(rng.randint(0, 3)):
+            i = rng.randrange(len(data)) if data else 0
+            kind = rng.random()
+            if kind < 0.4 and data:
+                data[i] = rng.randrange(256)
+            elif kind < 0.6:
+                data = data[: rng.randrange(len(data) + 1)]
+            else:
+                data[i:i] = rng.choice([b",", b"\n", b"x", b"NaN", b"inf", b"", b'"', b"1e999", b",,"])
+        target.write_bytes(bytes(data))
+
+        def pick() -> tuple[str, ...] | None:
+            return None if rng.random() < 0.3 else tuple(rng.sample(names, rng.randint(0, 3)))
+
+        columns = OtavaColumns(pick(), pick())
+        try:
+            found = plan(target, "otava", label=None, machine=None, commit=None, commit_from_file=True,
+                         directions={}, columns=columns)
+        except ImportFailed:
+            continue
+        for run in found.runs:
+            assert all(value == value for _, _, _, value, _ in run.samples)  # no NaN stored
 
 
 @pytest.mark.parametrize("where", ["", "Fibonacci2/Iterative/20", "Fibonacci2/Iterative/20/new"])

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from perfline.bisect import kernel
-from perfline.bisect.worktree import Builder
+from perfline.builds import kernel
+from perfline.builds.worktree import Builder
 from perfline.store import Store
 from perfline.targets import kernels
 
@@ -298,13 +298,13 @@ def test_kernel_bisection_boots_each_build_and_finds_the_commit(
 
     log = perfline(db, "bisect", "log", "1").stdout
     assert "full log" in log and shas[CULPRIT][:12] in log
-    [kept] = (cache / "bisect").glob("configs/*.config")
+    [kept] = (cache / "worktrees").glob("configs/*.config")
     assert result["kernel"] == {"config": str(kept), "config_source": str(tmp_path / "my.config")}
     status = perfline(db, "bisect", "status", "1").stdout
     assert f"kernel bisection: each commit's bzImage built with config {kept}" in " ".join(status.split())
-    [culprit_log] = (cache / "bisect").glob(f"*/kernels/*/{shas[CULPRIT]}/{kernel.LOG_NAME}")
+    [culprit_log] = (cache / "worktrees").glob(f"*/kernels/*/{shas[CULPRIT]}/{kernel.LOG_NAME}")
     assert "perfline: exit status 0" in culprit_log.read_text()
-    assert not list((cache / "bisect").glob("*/*/.git")), "a worktree was left after its build"
+    assert not list((cache / "worktrees").glob("*/*/.git")), "a worktree was left after its build"
 
 
 # The stand-in tree again, built out of tree as `make -C TREE O=DIR` builds a kernel.
@@ -339,7 +339,7 @@ def test_kernels_build_builds_out_of_tree_and_registers_the_image(tmp_path: Path
     registered = {k.name: k for k in kernels.list_kernels()}
     assert registered["k-slab"].config().startswith("CONFIG_SLAB=y\n# olddefconfig ran with CC=")
     assert registered["k-slub"].config().startswith("CONFIG_SLUB=y\n")
-    assert len(list((cache / "builds").iterdir())) == 2
+    assert len(list((cache / "worktrees").iterdir())) == 2
     # The same tree and config again: the same directory, its builds listed, this one last.
     again = json.loads(perfline(db, "kernels", "build", str(tree), "--config", str(slab), "--name", "k-slab",
                                 "--replace", "--json").stdout)
@@ -381,4 +381,4 @@ def test_kernels_build_refuses_bad_input_in_one_line(
     assert proc.stderr.startswith("error: ") and message in proc.stderr
     if status == 2:
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-        assert not (cache / "builds").exists()  # refused before anything was built
+        assert not (cache / "worktrees").exists()  # refused before anything was built

@@ -189,8 +189,9 @@ def test_a_tracker_retries_mail_the_server_refused(tracked: Path, tmp_path: Path
 
 def test_why_profiles_the_culprit_against_its_parent(tracked: Path) -> None:
     """After the bisection the tracker interleaves the culprit and its parent with the
-    perf-profile monitor; the report lists the symbols whose share moved, each with an
-    interval from the repetitions' own profiles."""
+    perf-profile monitor. The culprit makes the same loop do 8% more work: the report
+    says in one line that no function's share moved beyond noise, and shows the top
+    symbols' shares of both sides; what it lists as moved has an interval excluding 0."""
     from perfline.monitors import MONITORS, MonitorUnavailable
 
     try:
@@ -198,15 +199,59 @@ def test_why_profiles_the_culprit_against_its_parent(tracked: Path) -> None:
     except MonitorUnavailable as exc:
         pytest.skip(f"perf cannot profile here: {exc}")
     document = json.loads(perfline(tracked, "report", "regression", "1", "--format", "json").stdout)
-    assert document["why_runs"] is not None and document["why"]
+    assert document["why_runs"] is not None and document["why_judged"]
     for shift in document["why"] + document["why_chains"]:
         low, high = shift["ci_pct"]
-        assert low <= shift["delta_pct"] <= high
-    # The call chains beside the symbols, each the sampled function first.
-    assert document["why_chains"] and all(shift["frames"] for shift in document["why_chains"])
+        assert low <= shift["delta_pct"] <= high and (low > 0 or high < 0)
+    shares = document["why_shares"]
+    assert len(shares) >= 3 and all(s["base_pct"] >= 0 and s["other_pct"] >= 0 for s in shares)
+    assert [max(s["base_pct"], s["other_pct"]) for s in shares] == sorted(
+        (max(s["base_pct"], s["other_pct"]) for s in shares), reverse=True)
     with sqlite3.connect(tracked / "db") as db:
         commits = {c for (c,) in db.execute("SELECT kernel_commit FROM runs WHERE label = 'why-1'")}
     assert commits == {shas(tracked)[CULPRIT], shas(tracked)[CULPRIT - 1]}
     text = perfline(tracked, "report", "regression", "1").stdout
-    assert "why: symbols whose share of busy CPU time moved (the culprit's parent and the culprit" in text
-    assert "call chains whose share moved (sampled function <- its callers):" in text
+    assert document["why"] == [], text
+    line = next(line for line in text.splitlines() if line.startswith("why: "))
+    assert line.startswith("why: no function's share of CPU time moved beyond noise: the culprit makes the same "
+                           "code do more or slower work (the culprit's parent and the culprit interleaved")
+    listed = text.split(line + "\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert listed[0] == "  the top symbols' shares of busy CPU time, before -> after:"
+    assert len(listed[1:]) == len(shares)
+    for row, share in zip(listed[1:], shares, strict=True):
+        assert f"{share['base_pct']:6.2f}% -> {share['other_pct']:6.2f}%  {share['symbol']}" in row
+
+
+def test_a_report_stands_on_its_own_after_the_repository_is_gone(tracked: Path, tmp_path: Path) -> None:
+    """The tracker's pass kept each commit's subject, author and date: with the
+    repository it followed removed, the report, its JSON and the dashboard's page still
+    name the culprit."""
+    from fastapi.testclient import TestClient
+
+    from perfline.store import Store
+    from perfline.web.app import create_app
+    from perfline.web.assets import vendor_dir
+    from perfline.web.auth import Tokens
+
+    where = tmp_path / "copy"
+    shutil.copytree(tracked, where, ignore=shutil.ignore_patterns("cache"))
+    culprit = shas(tracked)[CULPRIT]
+    author, date = subprocess.run(["git", "-C", str(where / "src"), "log", "-1", "--format=%an%x00%cI", culprit],
+                                  capture_output=True, text=True, check=True).stdout.strip().split("\0")
+    # The copy's tracker follows the copy's repository, which is then removed.
+    with sqlite3.connect(where / "db") as db:
+        db.execute("UPDATE trackers SET repo = ?", (str(where / "src"),))
+    shutil.rmtree(where / "src")
+    proc = perfline(where, "report", "regression", "1")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert f'commit: {culprit} ("sched/eevdf: {SCRIPT}")' in lines
+    assert f"author: {author}, {date}" in lines and author == "Dev"
+    document = json.loads(perfline(where, "report", "regression", "1", "--format", "json").stdout)
+    assert document["culprit"] == {"sha": culprit, "subject": f"sched/eevdf: {SCRIPT}", "author": author,
+                                   "date": date}
+    client = TestClient(create_app(Store.open(str(where / "db")), Tokens.load(None), vendor_dir()))
+    page = client.get("/regressions/1")
+    assert page.status_code == 200
+    text = "".join(_html_document(page.text).itertext())  # type: ignore[attr-defined]
+    assert f'commit: {culprit} ("sched/eevdf: {SCRIPT}")' in text and f"author: {author}, {date}" in text

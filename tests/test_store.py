@@ -103,6 +103,34 @@ def test_kernel_config_is_stored_once(tmp_path: Path) -> None:
     assert count == 1
 
 
+def _commits_kept_once(store: Store) -> None:
+    from datetime import datetime
+
+    from perfline.git import Commit
+
+    first = [Commit(f"{i:040x}", f"change {i}", "Dev", datetime.fromisoformat("2026-11-26T10:00:00+01:00"))
+             for i in range(1200)]  # more than one chunk of the IN (...) and of the INSERT
+    assert store.remember_commits(first) == 1200
+    # Seen again, renamed and with newer ones: the first sighting stays.
+    again = [Commit(c.sha, "rewritten", "Other") for c in first[:10]] + [Commit(f"{9999:040x}", "new", "Dev")]
+    assert store.remember_commits(again) == 1
+    kept = store.stored_commits([c.sha for c in first] + [f"{9999:040x}", "f" * 40])
+    assert len(kept) == 1201 and "f" * 40 not in kept
+    assert kept[first[7].sha] == first[7] and kept[first[7].sha].date.isoformat() == "2026-11-26T10:00:00+01:00"
+    assert kept[f"{9999:040x}"] == Commit(f"{9999:040x}", "new", "Dev", None)
+
+
+def test_commits_are_kept_once_sqlite(tmp_path: Path) -> None:
+    _commits_kept_once(Store.open(f"sqlite:///{tmp_path / 'db.sqlite'}"))
+
+
+@pytest.mark.postgres
+def test_commits_are_kept_once_postgresql(postgres_url: str) -> None:
+    store = Store.open(postgres_url)
+    _commits_kept_once(store)
+    store.close()
+
+
 def test_migrations_match_schema(tmp_path: Path) -> None:
     """A schema change without a migration would break every existing store."""
     store = Store.open(f"sqlite:///{tmp_path / 'db.sqlite'}")
@@ -189,3 +217,28 @@ def test_default_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     assert resolve_url() == f"sqlite:///{tmp_path}/x.db"
     monkeypatch.setenv("PERFLINE_DB", "postgresql+psycopg://u@127.0.0.1:5/db")
     assert resolve_url() == "postgresql+psycopg://u@127.0.0.1:5/db"
+
+
+def test_a_migration_cut_short_leaves_no_half_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kill in the middle of creating a store's schema left some tables without the
+    revision stamp, and every later open failed ("table kernel_configs already exists",
+    bench/track_chaos.py). The upgrade is one transaction: cut short (here by an error
+    once the first migration has created its tables), it leaves nothing, and the next
+    open makes the store whole."""
+    from alembic.operations import Operations
+
+    created = Operations.create_table
+
+    def create_then_fail(self: Operations, name: str, *columns: object, **kw: object) -> object:
+        if name == "bisections":  # migration 0004: tables of 0001-0003 exist by now
+            raise RuntimeError("killed")
+        return created(self, name, *columns, **kw)
+
+    db = tmp_path / "s.db"
+    monkeypatch.setattr(Operations, "create_table", create_then_fail)
+    with pytest.raises(RuntimeError, match="killed"):
+        Store.open(str(db))
+    monkeypatch.undo()
+    with sqlite3.connect(db) as connection:
+        assert connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall() == []
+    Store.open(str(db)).close()

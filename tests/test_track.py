@@ -1,8 +1,10 @@
 """`perfline track` end to end on a real C program's history (examples/bisect/make-repo.sh):
 real builds with make, real runs, a real bisection; killed with SIGKILL and run again.
 
-The tracker file is the one of issue 20 (examples/track/demo.yaml). bench.c measures
-against itself, so the pace guard is off (as in tests/test_bisect_e2e.py)."""
+The tracker file is the one of issue 20 (examples/track/demo.yaml). These tests are of
+the loop's logic (resume, ranges, kills, only new commits), so bench.c's noise is set by
+the test (tests/noise.py) rather than timed: the answer must not depend on the machine's
+speed of the day. The pace guard is off: bench.c's values are not times."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from noise import SET_NOISE
 from perfline.store import Store
 from perfline.targets import kernels
 from perfline.targets.kernels import Kernel
@@ -34,6 +37,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     subprocess.run([str(MAKE_REPO), str(tmp_path / "src")], check=True)
     shutil.copy(TRACKER, tmp_path / "tracker.yaml")
     monkeypatch.setenv("PERFLINE_CACHE_DIR", str(tmp_path / "cache"))
+    for name, value in SET_NOISE.items():
+        monkeypatch.setenv(name, value)
     return tmp_path
 
 
@@ -136,6 +141,89 @@ def test_killed_tracker_resumes_without_testing_a_commit_twice(project: Path) ->
     assert regression["status"] == "bisected" and regression["culprit"] == shas(project)[CULPRIT]
     with sqlite3.connect(db) as connection:
         assert connection.execute("SELECT count(*) FROM bisections").fetchone()[0] == 1
+
+
+# A build like `make` after a kill mid-link: an output that exists is taken as up to date.
+# It first writes a truncated `bench` (a stub that exits 126, as the half-written binary
+# of issue 31 did), waits, then compiles; a kill during the wait leaves the stub behind.
+SLOW_BUILD = """#!/bin/sh
+git rev-parse HEAD >> {log}
+if [ ! -e bench ]; then
+    printf '#!/bin/sh\\nexit 126\\n' > bench && chmod +x bench
+    sleep 2
+    cc -O1 -o bench bench.c -lm
+fi
+"""
+
+
+def test_a_tracker_killed_during_the_culprits_build_names_the_exact_culprit(project: Path) -> None:
+    """SIGKILL while the culprit's tree is being built, then `track run` again: the build
+    is redone from a fresh checkout (not taken as up to date), no run fails, and the
+    bisection names the culprit, not its neighbour."""
+    log = project / "builds.log"
+    (project / "slow-build.sh").write_text(SLOW_BUILD.format(log=log))
+    (project / "slow-build.sh").chmod(0o755)
+    text = (project / "tracker.yaml").read_text().replace("build: make -s", f"build: {project / 'slow-build.sh'}")
+    (project / "tracker.yaml").write_text(text)
+    culprit = shas(project)[CULPRIT]
+    proc = subprocess.Popen([sys.executable, "-m", "perfline", "--db", str(project / "db"), "track", "run",
+                             "tracker.yaml", "--once", "--pace-tolerance", "off"], cwd=project,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 400
+    while time.monotonic() < deadline and proc.poll() is None:
+        if log.exists() and culprit in log.read_text().split():
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the tracker finished (or never built the culprit) before it could be killed"
+    time.sleep(0.5)  # inside the build's wait: the stub is written, the compiler not yet run
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+    resumed = track_run(project)
+    assert resumed.returncode == 0, resumed.stderr
+    [regression] = [r for r in json.loads(perfline(project, "regressions", "--json").stdout)
+                    if r["kind"] == "regression"]
+    assert regression["status"] == "bisected" and regression["culprit"] == culprit, resumed.stderr[-3000:]
+    assert regression["culprits"] == []
+    # Built again from a fresh checkout (and again for the profiled A/B after the bisection
+    # released its trees), and never run from the stub: no run failed.
+    assert log.read_text().split().count(culprit) >= 2
+    with sqlite3.connect(project / "db") as connection:
+        assert connection.execute("SELECT count(*) FROM runs WHERE status = 'failed'").fetchone()[0] == 0
+        assert connection.execute("SELECT status FROM bisections").fetchall() == [("found",)]
+
+
+def test_a_commit_next_to_the_change_that_does_not_build_gives_a_range(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commit 40 does not compile, 41 is the culprit: the answer is "any of 40 41", the
+    bisection's status `range`, the record bisected with both, the report's subject the
+    range; never 41 alone, whose parent was never measured."""
+    subprocess.run([str(MAKE_REPO), str(tmp_path / "src"), "64", str(CULPRIT), str(CULPRIT - 1)], check=True)
+    shutil.copy(TRACKER, tmp_path / "tracker.yaml")
+    monkeypatch.setenv("PERFLINE_CACHE_DIR", str(tmp_path / "cache"))
+    for name, value in SET_NOISE.items():
+        monkeypatch.setenv(name, value)
+    first = track_run(tmp_path)
+    assert first.returncode == 0, first.stderr
+    commits = shas(tmp_path)
+    [regression] = [r for r in json.loads(perfline(tmp_path, "regressions", "--json").stdout)
+                    if r["kind"] == "regression"]
+    assert regression["status"] == "bisected", first.stderr[-3000:]
+    assert regression["culprit"] is None
+    assert [(c["sha"], c["why"]) for c in regression["culprits"]] == [
+        (commits[CULPRIT - 1], "did not build"), (commits[CULPRIT], "measured bad")]
+    with sqlite3.connect(tmp_path / "db") as connection:
+        [(status, result)] = connection.execute("SELECT status, result FROM bisections").fetchall()
+    assert status == "range"
+    result = json.loads(result)
+    assert result["culprit"] is None and result["culprits"] == commits[CULPRIT - 1:CULPRIT + 1]
+    assert (result["parent"], result["first_bad_tested"]) == (commits[CULPRIT - 2], commits[CULPRIT])
+    report = perfline(tmp_path, "report", "regression", "1")
+    assert report.returncode == 0, report.stderr
+    subject = report.stdout.splitlines()[0]
+    assert f"{commits[CULPRIT - 1][:10]}..{commits[CULPRIT][:10]} (2 commits)" in subject, subject
+    assert "the first bad commit could be any of: " + " ".join(c[:12] for c in commits[CULPRIT - 1:CULPRIT + 1]) \
+        in report.stdout
 
 
 @pytest.mark.parametrize(("text", "line", "message"), [

@@ -14,4 +14,4 @@ bad=$(git -C "$scratch/project" rev-parse HEAD)
 # bench.c measures against itself (see its header), so the pace guard is off: on a host
 # whose speed wanders for minutes it would stop the bisection for nothing.
 PERFLINE_CACHE_DIR=$scratch/cache "$perfline" bisect start --repo "$scratch/project" --good "$good" --bad "$bad" \
-	--build 'cc -O1 -o bench bench.c' --command ./bench --direction lower --pace-tolerance off
+	--build 'cc -O1 -o bench bench.c -lm' --command ./bench --direction lower --pace-tolerance off

@@ -51,7 +51,9 @@ class Kind(StrEnum):
 @dataclass(frozen=True)
 class BisectResult:
     status: BisectionStatus
-    culprit: int  # the testable commit measured bad whose parent was measured good
+    # The first commit measured bad after the last one measured good: the culprit when
+    # it is the only suspect, else the last commit of the range.
+    culprit: int
     suspects: tuple[int, ...]  # untestable commits just before the culprit, and the culprit
     probability: float  # posterior probability that the first bad commit is a suspect
     change_pct: float  # bad level vs good level
@@ -65,6 +67,11 @@ class BisectResult:
     def parent(self) -> int:
         """The last commit before the suspects: the good side of the step."""
         return self.suspects[0] - 1
+
+    @property
+    def exact(self) -> bool:
+        """Whether the answer is one commit: its parent was measured, not skipped."""
+        return len(self.suspects) == 1
 
 
 def _kind(change_pct: float, direction: Direction) -> Kind:
@@ -250,7 +257,8 @@ class Bisection:
         if self._confident():
             decision = self._confirmation().result().decision
             if decision is Decision.CONFIRMED:
-                return BisectionStatus.FOUND
+                exact = len(self._suspects(self._confirmation().culprit)) == 1
+                return BisectionStatus.FOUND if exact else BisectionStatus.RANGE
             if decision is Decision.NOT_CONFIRMED:
                 return BisectionStatus.UNCONFIRMED
         if self._runs >= self.max_runs:

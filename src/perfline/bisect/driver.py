@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from perfline.bisect.bisection import Bisection, BisectResult
 from perfline.bisect.confirm import Confirmation, Decision
-from perfline.bisect.worktree import Builder
+from perfline.builds.worktree import Builder
 from perfline.git import Commit
 from perfline.records.metric import Direction
 from perfline.store import Store
@@ -27,7 +27,15 @@ from perfline.system.speed import PaceGuard
 # HISTORY: a stored run's sample at an endpoint, recorded when the bisection started.
 # UNSTEADY: a sample the machine ran slow for (perfline/pace.py), kept for the record and
 # taken again; no decision uses it.
-BISECT, CONFIRM, HISTORY, UNSTEADY = "bisect", "confirm", "history", "unsteady"
+# FAILED: the benchmark failed at the commit (value 0, the failed run's id): the commit is
+# built again from a fresh checkout and measured once more; a second failure makes it
+# untestable. No decision uses the sample; it is what makes a resumed bisection count
+# the first failure.
+BISECT, CONFIRM, HISTORY, UNSTEADY, FAILED = "bisect", "confirm", "history", "unsteady", "failed"
+# Samples that are evidence of nothing but what happened.
+NOT_EVIDENCE = (HISTORY, UNSTEADY, FAILED)
+# How the build row of a commit the benchmark failed at begins (the rest: its output).
+BENCHMARK_FAILED = "benchmark failed"
 # A slow spell of a shared VM lasts seconds: wait this long between retakes, and give up
 # (the bisection can be resumed) when the machine stays slow this many samples in a row.
 UNSTEADY_WAIT_S = 2.0
@@ -44,7 +52,11 @@ class BisectError(RuntimeError):
 
 
 class MeasureFailed(RuntimeError):
-    """The benchmark could not produce a value at this commit."""
+    """The benchmark could not produce a value at this commit; `run_id`: its failed run."""
+
+    def __init__(self, message: str, run_id: int | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
 
 
 class Measure(Protocol):
@@ -58,19 +70,29 @@ class Outcome:
     result: BisectResult
     builds: int  # commits built for this bisection
     unsteady: int = 0  # samples taken again because the machine ran slow
+    # Why each untestable commit is, by index: "did not build" or the benchmark failed.
+    untestable: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def confirmation(self) -> Confirmation | None:
         return self.result.confirmation
 
-    def culprit(self) -> str:
-        return self.record.spec.commits[self.result.culprit]
+    def culprit(self) -> str | None:
+        """The culprit, when the answer is one commit."""
+        return self.record.spec.commits[self.result.culprit] if self.result.exact else None
+
+    def culprits(self) -> list[str]:
+        """The commits the change may be in: the culprit alone, or a range."""
+        return [self.record.spec.commits[i] for i in self.result.suspects]
 
     def to_json(self) -> dict[str, Any]:
         spec, r, c = self.record.spec, self.result, self.confirmation
         change, ci = (c.change_pct, c.ci_pct) if c and c.decision is Decision.CONFIRMED else (r.change_pct, r.ci_pct)
         return {
-            "culprit": spec.commits[r.culprit],
+            # One commit only when its parent was measured: else the range, never a guess.
+            "culprit": spec.commits[r.culprit] if r.exact else None,
+            "culprits": [spec.commits[i] for i in r.suspects],
+            "first_bad_tested": spec.commits[r.culprit],
             "probability": r.probability,
             "change_pct": change,
             "ci_pct": list(ci),
@@ -80,6 +102,7 @@ class Outcome:
             "status": r.status.value,
             "kind": r.kind.value,
             "suspects": [spec.commits[i] for i in r.suspects],
+            "untestable": {spec.commits[i]: why for i, why in sorted(self.untestable.items())},
             "parent": spec.commits[r.parent],
             "kernel": None if spec.kernel_config is None else {
                 "config": spec.kernel_config, "config_source": spec.kernel_config_source,
@@ -100,7 +123,7 @@ def replay(store: Store, record: BisectionRecord) -> Bisection:
     bisection = _before_any_run(store, record, samples)
     # Confirmation samples are samples of the bisection too, in the order they were taken.
     for sample in samples:
-        if sample.phase not in (HISTORY, UNSTEADY):
+        if sample.phase not in NOT_EVIDENCE:
             bisection.observe(sample.commit_index, sample.value)
     return bisection
 
@@ -121,7 +144,7 @@ def trace(store: Store, record: BisectionRecord) -> list[Step]:
     bisection = _before_any_run(store, record, samples)
     steps = [Step(s, None, float("nan")) for s in samples if s.phase == HISTORY]
     for sample in samples:
-        if sample.phase == UNSTEADY:
+        if sample.phase in (UNSTEADY, FAILED):
             steps.append(Step(sample, None, float("nan")))
         elif sample.phase != HISTORY:
             bisection.observe(sample.commit_index, sample.value)
@@ -157,16 +180,41 @@ def drive(
     built = {b.commit_index: b.ok for b in store.bisect_builds(record.id)}
 
     def ready(index: int) -> bool:
-        """Build the commit unless done before; False when it does not build."""
+        """Build the commit (its recorded build if it has one); False when it does not
+        build. Asked before every sample: a tree removed since (a rebuild after a failed
+        run, a kill in between) is built again before anything runs in it."""
+        if built.get(index) is False:
+            return False
+        result = builder.build(commits[index].sha)
         if index not in built:
-            result = builder.build(commits[index].sha)
             store.add_bisect_build(record.id, BisectBuild(index, result.ok, result.seconds, result.log_tail))
             built[index] = result.ok
             if not result.ok and index in (0, len(commits) - 1):
                 which = "good" if index == 0 else "bad"
                 raise BisectError(f"the {which} commit {commits[index].sha[:12]} does not build:\n{result.log_tail}",
                                   fatal=True)
+        elif not result.ok:  # built before, but not from the fresh checkout of a retry
+            raise MeasureFailed(f"{commits[index].sha[:12]} no longer builds:\n{result.log_tail}")
         return built[index]
+
+    def failed(index: int, exc: MeasureFailed) -> bool:
+        """A failed measurement: True to measure the commit again on a fresh build, False
+        once it failed on two builds (it is then untestable, both failures said)."""
+        earlier = [s for s in store.bisect_samples(record.id) if s.phase == FAILED and s.commit_index == index]
+        if not earlier:
+            builder.rebuild(commits[index].sha)
+            store.add_bisect_sample(record.id, BisectSample(index, FAILED, 0.0, exc.run_id))
+            progress(f"{commits[index].sha[:12]} failed ({exc}); built again from a fresh checkout",
+                     bisection.runs, float(bisection.posterior().max()))
+            return True
+        endpoint = index in (0, len(commits) - 1)
+        if not endpoint and not bisection.samples_at(index):
+            first = earlier[0].run_id
+            why = store.get_run(first).error if first is not None else None
+            log = (f"{BENCHMARK_FAILED} on two builds: first (run {first}): {why or '?'}\n"
+                   f"then, on a fresh build (run {exc.run_id}): {exc}")
+            store.add_bisect_build(record.id, BisectBuild(index, False, 0.0, log))
+        return False
 
     def sample(index: int, phase: str) -> float:
         sha = commits[index].sha[:12]
@@ -194,20 +242,22 @@ def drive(
         if allowed is not None and not allowed():
             raise BisectError(f"bisection {record.id} paused after {bisection.runs} runs: the budget is spent; "
                               "it resumes where it stopped", fatal=False)
-        if not ready(probe):
-            bisection.mark_untestable(probe)
-            progress(f"{commits[probe].sha[:12]} does not build: untestable", bisection.runs, 0.0)
-            continue
         phase = CONFIRM if bisection.confirming else BISECT
         try:
+            if not ready(probe):
+                bisection.mark_untestable(probe)
+                progress(f"{commits[probe].sha[:12]} does not build: untestable", bisection.runs, 0.0)
+                continue
             value = sample(probe, phase)
         except MeasureFailed as exc:
+            if failed(probe, exc):
+                continue  # measured again on a fresh build
             endpoint = probe in (0, len(commits) - 1)
             if bisection.samples_at(probe) or endpoint:
-                raise BisectError(f"measuring {commits[probe].sha[:12]} failed: {exc}",
+                raise BisectError(f"measuring {commits[probe].sha[:12]} failed on two builds: {exc}",
                                   fatal=endpoint and not bisection.samples_at(probe)) from exc
-            store.add_bisect_build(record.id, BisectBuild(probe, False, 0.0, f"benchmark failed: {exc}"))
             bisection.mark_untestable(probe)
+            progress(f"{commits[probe].sha[:12]} failed on two builds: untestable", bisection.runs, 0.0)
             continue
         bisection.observe(probe, value)
         event = f"{'A/B: ' if phase == CONFIRM else ''}{commits[probe].sha[:12]} = {value:.6g}"
@@ -217,6 +267,12 @@ def drive(
     # Builds: commits that needed one (a worktree already built by an earlier bisection
     # of the same range counts, though it cost nothing this time).
     unsteady_total = sum(s.phase == UNSTEADY for s in store.bisect_samples(record.id))
-    outcome = Outcome(record, result, len(built), unsteady_total)
+    untestable = {b.commit_index: untestable_reason(b) for b in store.bisect_builds(record.id) if not b.ok}
+    outcome = Outcome(record, result, len(built), unsteady_total, untestable)
     store.finish_bisection(record.id, result.status.value, outcome.to_json())
-    return Outcome(store.bisection(record.id), result, len(built), unsteady_total)
+    return replace(outcome, record=store.bisection(record.id))
+
+
+def untestable_reason(build: BisectBuild) -> str:
+    """Why a commit is untestable, in a few words, from its failed build row."""
+    return "the benchmark failed on two builds" if build.log_tail.startswith(BENCHMARK_FAILED) else "did not build"

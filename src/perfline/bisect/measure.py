@@ -9,7 +9,6 @@ naming it; a kernel bisection's job boots the commit's own bzImage in a VM.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -17,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from perfline.bisect import kernel
 from perfline.bisect.driver import Measure, MeasureFailed
-from perfline.bisect.worktree import Builder
+from perfline.builds import kernel
+from perfline.builds.worktree import Builder
 from perfline.git import Commit
 from perfline.jobs import expand, job_from_benchmark
 from perfline.records.errors import UserError
@@ -29,15 +28,12 @@ from perfline.records.status import RunStatus
 from perfline.runner import RunContext, RunOutcome, execute
 from perfline.store import Store
 from perfline.store.bisections import BisectionRecord
-from perfline.system.disturbances import wait_for_quiet
 from perfline.targets import local
 from perfline.targets.kernels import KernelError
 
 Notify = Callable[[str], None]
 # A shell's status for a command it could not find (127) or not execute (126).
 _NOT_FOUND = ("exited with status 127", "exited with status 126")
-# A sample this soon after a build of this process waits for the CPUs to go quiet first.
-SETTLE_AFTER_BUILD_S = 30.0
 
 
 def probe_case(job: JobSpec) -> Case:
@@ -68,6 +64,9 @@ class _Quiet:
     def warning(self, message: str) -> None:
         self.notify(message)
 
+    def step_started(self, run_id: int, repetition: int | None) -> None:
+        pass
+
     def step_done(self, run_id: int, repetition: int | None, values: list[Measurement]) -> None:
         pass
 
@@ -92,14 +91,13 @@ def measurement(store: Store, record: BisectionRecord, case: Case, builder: Buil
             here = kernel.with_kernel(case, built.name)
         else:
             tree = built_tree(builder, commit.sha)
-        if builder.last_built_at is not None and time.monotonic() - builder.last_built_at < SETTLE_AFTER_BUILD_S:
-            wait_for_quiet()
+        builder.settle()
         outcome = execute(here, replace(ctx, kernel_commit=commit.sha, tree=tree))
         if outcome.status != RunStatus.COMPLETED:
-            raise MeasureFailed(_why(outcome, spec.command, tree))
+            raise MeasureFailed(_why(outcome, spec.command, tree), outcome.run_id)
         values = [s.value for s in store.get_run(outcome.run_id).samples if s.metric.name == spec.metric]
         if not values:
-            raise MeasureFailed(f"run {outcome.run_id} has no samples of {spec.metric}")
+            raise MeasureFailed(f"run {outcome.run_id} has no samples of {spec.metric}", outcome.run_id)
         return float(np.mean(values)), outcome.run_id
 
     yield measure

@@ -15,11 +15,11 @@ from pathlib import Path
 
 from perfline import git
 from perfline.benchmarks import BENCHMARKS
-from perfline.bisect import kernel
 from perfline.bisect.driver import HISTORY, BisectError, Outcome, Progress, drive
 from perfline.bisect.endpoints import endpoint_history
 from perfline.bisect.measure import command_job, measurement, probe_case
-from perfline.bisect.worktree import Builder
+from perfline.builds import kernel
+from perfline.builds.worktree import Builder
 from perfline.jobs import load_job
 from perfline.records.errors import UserError
 from perfline.records.job import Case, JobError, JobSpec

@@ -35,6 +35,7 @@ from perfline.cli.common import (
 )
 from perfline.cli.doctor import doctor
 from perfline.cli.fleet import fleet_app, worker
+from perfline.cli.help_style import COMPARE, FLEET, INTEROP, KERNELS, MACHINE, MEASURE, TRACK, App
 from perfline.cli.history import detect, history, regressions_app
 from perfline.cli.interop import export, import_
 from perfline.cli.kernels import kernels_app
@@ -67,11 +68,8 @@ if TYPE_CHECKING:
 # of CPU that the commands which only read the store (compare, history, show) no longer
 # pay at start-up.
 
-app = typer.Typer(
-    no_args_is_help=True,
-    add_completion=False,
-    help="perfline: run kernel benchmarks, store every sample, find what changed.",
-)
+app = App(help="perfline: run kernel benchmarks, store every sample, find what changed.\n\n"
+               "Example: perfline run sched-pipe --repeat 10")
 
 
 @app.callback()
@@ -81,7 +79,7 @@ def main_options(
         typer.Option(help="Store: an SQLAlchemy URL or an SQLite file (default $PERFLINE_DB)."),
     ] = None,
     debug: Annotated[
-        bool, typer.Option("--debug", help="Print the traceback of an internal error (cli.errors reads it).")
+        bool, typer.Option("--debug", help="Print the traceback of an internal error instead of writing it to a file.")
     ] = False,
 ) -> None:
     state.db = db
@@ -96,9 +94,11 @@ VmMemoryOption = Annotated[int | None, typer.Option(help="qemu: memory in MiB (d
 AccelOption = Annotated[str | None, typer.Option(help="qemu: auto, kvm or tcg (default auto).")]
 
 
-@app.command()
 def restore() -> None:
-    """Put back what a crashed or killed perfline run left changed (tunables, tracefs)."""
+    """Put back what a crashed or killed perfline run left changed (tunables, tracefs).
+
+    Example: perfline restore
+    """
     # The callback has already restored what it could; this command says what is left.
     remaining = journal_files(state_dir())
     if not remaining:
@@ -111,11 +111,13 @@ def restore() -> None:
     )
 
 
-@app.command("list")
 def list_catalogue(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Benchmarks and monitors, one line each, with what they measure."""
+    """Benchmarks and monitors, one line each, with what they measure.
+
+    Example: perfline list --json
+    """
     from perfline.benchmarks import BENCHMARKS
     from perfline.monitors import MONITORS
 
@@ -142,7 +144,6 @@ def list_catalogue(
             console.print(f"[yellow]warning:[/] {problem}")
 
 
-@app.command()
 def run(
     what: Annotated[str, typer.Argument(help="A job file (YAML) or a benchmark name.")],
     repeat: Annotated[
@@ -197,7 +198,10 @@ def run(
     """Run a job file or a single benchmark; every sample is stored as it is taken.
 
     --sysctl, --sysfs, --governor, --pin and --load set tunables as a job file's
-    `tunables:` and `load:` do, replacing the job's own value of the same knob."""
+    `tunables:` and `load:` do, replacing the job's own value of the same knob.
+
+    Example: perfline run sched-pipe -p loops=20000 --repeat 10 --label v6.7
+    """
     from perfline.jobs import expand
     from perfline.jobs.command_line import CommandLineJob, Target, build_job
     from perfline.runner import execute
@@ -242,12 +246,14 @@ def _check_knobs(given: dict[str, dict[str, ParamValue]]) -> None:
                 raise fail(f"{COMMAND_LINE}: --{kind}: {exc}") from None
 
 
-@app.command()
 def runs(
     limit: Annotated[int, typer.Option(min=1, help="How many runs to list.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Recent runs, newest first."""
+    """Recent runs, newest first.
+
+    Example: perfline runs --limit 20
+    """
     listed = open_store().list_runs(limit)
     if as_json:
         print(json.dumps([run_info_json(r) for r in listed], indent=2))
@@ -257,12 +263,14 @@ def runs(
         console.print(runs_table(listed))
 
 
-@app.command()
 def show(
     run_id: Annotated[int, typer.Argument(help="Run id, from `perfline runs`.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """One run: samples, summary, monitors and fingerprint."""
+    """One run: samples, summary, monitors and fingerprint.
+
+    Example: perfline show 12
+    """
     try:
         detail = open_store().get_run(run_id)
     except RunNotFound as exc:
@@ -285,7 +293,6 @@ MetricFloorOption = Annotated[
 ]
 
 
-@app.command()
 def compare(
     what: Annotated[
         list[str] | None,
@@ -310,7 +317,10 @@ def compare(
         help="With --csv: the column to compare (repeat it; default every numeric column).")] = None,
     direction: Annotated[str, typer.Option(help="With --csv: lower or higher is better.")] = "lower",
 ) -> None:
-    """Compare runs: %change with its confidence interval, significance, and what differs."""
+    """Compare runs: %change with its confidence interval, significance, and what differs.
+
+    Example: perfline compare --label v6.6 --label v6.7
+    """
     if csv_files:
         if label or kernel:
             raise fail("--csv compares files: give them as arguments, without --label or --kernel")
@@ -397,7 +407,6 @@ def _print_comparisons(comparisons: list[CaseComparison], as_json: bool, alpha: 
         console.print(comparison_view(comparison))
 
 
-@app.command()
 def ab(
     what: Annotated[str, typer.Argument(help="A job file (one case) or a benchmark name.")],
     a: Annotated[
@@ -435,7 +444,10 @@ def ab(
     metric_floor: MetricFloorOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Interleaved A/B: run two configurations alternately (A B A B …) and compare them."""
+    """Interleaved A/B: run two configurations alternately (A B A B …) and compare them.
+
+    Example: perfline ab sched-pipe --a param:cpus=0 --b param:cpus=0,1 --pairs auto
+    """
     from perfline.jobs.command_line import CommandLineJob, Target, build_ab
     from perfline.runner import execute_interleaved
 
@@ -489,26 +501,41 @@ def _sequential_plan(pairs: str, max_pairs: int, alpha: float) -> SequentialPlan
     return None
 
 
-app.command()(history)
-app.command()(doctor)
-app.command()(serve)
-app.command("import")(import_)
-app.command()(export)
-app.command()(detect)
-app.add_typer(regressions_app, name="regressions")
-app.add_typer(bisect_app, name="bisect")
-app.add_typer(kernels_app, name="kernels")
-app.add_typer(track_app, name="track")
-app.add_typer(report_app, name="report")
-app.add_typer(fleet_app, name="fleet")
-app.command()(worker)
-app.command()(resume)
-
-
-@app.command()
 def version() -> None:
-    """Print the version."""
+    """Print the version.
+
+    Example: perfline version
+    """
     print(__version__)
 
 
-app.command("migration-cost")(migration_cost)
+# The commands in their panels, in the order `perfline --help` lists them.
+for function, name, panel in (
+    (run, "run", MEASURE),
+    (ab, "ab", MEASURE),
+    (list_catalogue, "list", MEASURE),
+    (migration_cost, "migration-cost", MEASURE),
+    (compare, "compare", COMPARE),
+    (runs, "runs", COMPARE),
+    (show, "show", COMPARE),
+    (history, "history", COMPARE),
+    (detect, "detect", TRACK),
+    (serve, "serve", TRACK),
+    (import_, "import", INTEROP),
+    (export, "export", INTEROP),
+    (worker, "worker", FLEET),
+    (resume, "resume", KERNELS),
+    (doctor, "doctor", MACHINE),
+    (restore, "restore", MACHINE),
+    (version, "version", MACHINE),
+):
+    app.command(name, rich_help_panel=panel)(function)
+for group, name, panel in (
+    (track_app, "track", TRACK),
+    (report_app, "report", TRACK),
+    (regressions_app, "regressions", TRACK),
+    (bisect_app, "bisect", TRACK),
+    (kernels_app, "kernels", KERNELS),
+    (fleet_app, "fleet", FLEET),
+):
+    app.add_typer(group, name=name, rich_help_panel=panel)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from perfline.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, errors, fail, notify, open_store
+from perfline.cli.help_style import App
 from perfline.records.errors import UserError
 from perfline.store import Store
 from perfline.store.bisections import BisectionRecord
@@ -21,8 +22,8 @@ if TYPE_CHECKING:
 # The bisection core needs scipy; it is imported inside the commands that use it, so
 # that every other perfline command starts without loading it.
 
-bisect_app = typer.Typer(help="Noise-aware bisection of a performance change to its commit.",
-                         no_args_is_help=True)
+bisect_app = App(help="Noise-aware bisection of a performance change to its commit.\n\n"
+                      "Example: perfline bisect status 4")
 
 
 PaceOption = Annotated[str, typer.Option(
@@ -57,7 +58,10 @@ def start(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     pace_tolerance: PaceOption = "10%",
 ) -> None:
-    """Start a bisection between a good and a bad commit, and run it to the end."""
+    """Start a bisection between a good and a bad commit, and run it to the end.
+
+    Example: perfline bisect start --repo ~/src/app --good v1.0 --bad v1.1 --build 'make -j2' --command ./bench --direction lower
+    """
     from perfline.bisect.session import StartRequest
     from perfline.bisect.session import start as start_bisection
 
@@ -75,7 +79,10 @@ def resume(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     pace_tolerance: PaceOption = "10%",
 ) -> None:
-    """Continue a bisection after Ctrl-C or a crash; no finished measurement is repeated."""
+    """Continue a bisection after Ctrl-C or a crash; no finished measurement is repeated.
+
+    Example: perfline bisect resume 4
+    """
     tolerance = _pace_tolerance(pace_tolerance)
     store = open_store()
     _run(store, store.bisection(bisection_id, unfinished=bisection_id is None), as_json, tolerance)
@@ -83,7 +90,10 @@ def resume(
 
 @bisect_app.command("status")
 def status(bisection_id: Annotated[int | None, typer.Argument(help="Bisection id (default: newest).")] = None) -> None:
-    """Runs so far, the most probable commits, and the next probe."""
+    """Runs so far, the most probable commits, and the next probe.
+
+    Example: perfline bisect status 4
+    """
     from perfline.bisect.driver import replay
     from perfline.bisect.session import commits_of
     from perfline.report.bisection import status_view
@@ -97,7 +107,10 @@ def status(bisection_id: Annotated[int | None, typer.Argument(help="Bisection id
 
 @bisect_app.command("log")
 def log(bisection_id: Annotated[int | None, typer.Argument(help="Bisection id (default: newest).")] = None) -> None:
-    """Every probe: commit, sample, phase; and every build."""
+    """Every probe: commit, sample, phase; and every build.
+
+    Example: perfline bisect log 4
+    """
     from perfline.bisect.session import commits_of
     from perfline.report.bisection import builds_table, kind_line, probes_table
 
@@ -143,7 +156,7 @@ def _run(store: Store, record: BisectionRecord, as_json: bool, pace_tolerance: f
         console.print(probes_table(store, outcome.record, commits))
         for line in outcome_lines(outcome, commits):
             console.print(line)
-    if outcome.result.status is not BisectionStatus.FOUND:
+    if outcome.result.status not in (BisectionStatus.FOUND, BisectionStatus.RANGE):
         raise typer.Exit(EXIT_FAILED)
 
 

@@ -17,7 +17,10 @@ def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON.")] = False,
 ) -> None:
     """What on this machine will disturb measurements, each with the command that fixes it.
-    Exits 1 when something was found, so scripts can wait for a quiet machine."""
+    Exits 1 when something was found, so scripts can wait for a quiet machine.
+
+    Example: perfline doctor
+    """
     found = find(pid_alive, busy_interval_s=1.0)
     if as_json:
         print(json.dumps([{"what": d.what, "detail": d.detail, "fix": d.fix} for d in found], indent=2))

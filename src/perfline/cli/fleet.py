@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from perfline.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, errors, fail, notify, open_store, state
+from perfline.cli.help_style import App
 from perfline.store import Store, resolve_url
 
 if TYPE_CHECKING:
     from perfline.fleet.queue import FleetQueue
 
-fleet_app = typer.Typer(help="Many test machines on the store's PostgreSQL: submit jobs, watch, drain.",
-                        no_args_is_help=True)
+fleet_app = App(help="Many test machines on the store's PostgreSQL: submit jobs, watch, drain.\n\n"
+                     "Example: perfline fleet status")
 
 MachineName = Annotated[str, typer.Argument(help="The machine's name, as its worker gave it.")]
 StalledOption = Annotated[
@@ -49,7 +50,10 @@ def worker(
     """Serve as a test machine: take the fleet's jobs one at a time, with heartbeats.
 
     SIGTERM or Ctrl-C interrupts the running job (its run is marked interrupted and the
-    job goes back to the queue) and stops; `fleet drain` stops it after its job."""
+    job goes back to the queue) and stops; `fleet drain` stops it after its job.
+
+    Example: perfline worker --machine lab-3 --class xeon-8
+    """
     from perfline.fleet.machine import describe
     from perfline.fleet.queue import FleetQueue
     from perfline.fleet.stalled import STALLED_S
@@ -92,7 +96,10 @@ def submit(
 ) -> None:
     """Queue one job per case of a job file or benchmark; prints the job ids.
 
-    Tunables are applied on the machine that runs the job, so they are checked there."""
+    Tunables are applied on the machine that runs the job, so they are checked there.
+
+    Example: perfline fleet submit examples/jobs/tbench.yaml --class xeon-8 --wait
+    """
     from perfline.fleet import submitting
     from perfline.jobs import expand  # not above: the job parser (yaml) is slow to import
     from perfline.jobs.command_line import CommandLineJob, build_job
@@ -138,7 +145,10 @@ def status(
     stalled: StalledOption = None,
 ) -> None:
     """Machines (idle, busy, offline, bad) and jobs per class; silent machines' jobs are
-    queued again first."""
+    queued again first.
+
+    Example: perfline fleet status
+    """
     from perfline.fleet.stalled import STALLED_S
     from perfline.fleet.status import fleet_status, status_tables
 
@@ -154,7 +164,10 @@ def status(
 
 @fleet_app.command()
 def cancel(job_id: Annotated[int, typer.Argument(help="The job id `fleet submit` printed.")]) -> None:
-    """Cancel a queued job; a running one stops after its current repetition."""
+    """Cancel a queued job; a running one stops after its current repetition.
+
+    Example: perfline fleet cancel 42
+    """
     _store, queue = _open()
     with queue:
         if not queue.jobs(job_id):
@@ -166,19 +179,28 @@ def cancel(job_id: Annotated[int, typer.Argument(help="The job id `fleet submit`
 
 @fleet_app.command()
 def drain(name: MachineName) -> None:
-    """Let the machine finish its current job and take no more (its worker stops)."""
+    """Let the machine finish its current job and take no more (its worker stops).
+
+    Example: perfline fleet drain lab-3
+    """
     _hold(name, "drain", "drained by `perfline fleet drain`")
 
 
 @fleet_app.command()
 def retire(name: MachineName) -> None:
-    """Take the machine out of the fleet: its worker stops; `fleet status` no longer lists it."""
+    """Take the machine out of the fleet: its worker stops; `fleet status` no longer lists it.
+
+    Example: perfline fleet retire lab-3
+    """
     _hold(name, "retired", "retired by `perfline fleet retire`")
 
 
 @fleet_app.command()
 def enable(name: MachineName) -> None:
-    """Let a drained, bad or retired machine take jobs again (its worker then starts)."""
+    """Let a drained, bad or retired machine take jobs again (its worker then starts).
+
+    Example: perfline fleet enable lab-3
+    """
     _hold(name, None, None)
 
 
@@ -196,7 +218,10 @@ def install_worker(
     directory: Annotated[Path, typer.Option("--dir", help="Where to write the unit file.")] = Path(
         "/etc/systemd/system"),
 ) -> None:
-    """Write a systemd service that runs `perfline worker` on this machine."""
+    """Write a systemd service that runs `perfline worker` on this machine.
+
+    Example: perfline fleet install-worker --machine lab-3 --class xeon-8
+    """
     from perfline.fleet.queue import conninfo
 
     url = resolve_url(state.db)

@@ -19,6 +19,7 @@ from perfline.analysis.series import (
     read_csv_column,
 )
 from perfline.cli.common import EXIT_FAILED, console, errors, fail, open_store, running
+from perfline.cli.help_style import App
 from perfline.report.comparison_table import comparison_view
 from perfline.report.regressions import (
     csv_changes_json,
@@ -69,7 +70,10 @@ def history(
     png: Annotated[Path | None, typer.Option(help="Write the graph to this PNG file.")] = None,
     false_alarm_rate: RateOption = 0.001,
 ) -> None:
-    """A metric's series: every point with its spread, change points marked."""
+    """A metric's series: every point with its spread, change points marked.
+
+    Example: perfline history tbench.throughput --case clients=4 --png tbench.png
+    """
     all_series = _series(open_store(), metric, case, machine, None, repo)
     if not all_series:
         raise fail(f"no stored samples of {metric}" + (f" for case {case}" if case else ""))
@@ -97,7 +101,10 @@ def detect(
         min=0, help="Record only changes larger than this many % (compare's and confirm's floor).")] = 1.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Change points in every stored series (recorded as regressions), or in a CSV column."""
+    """Change points in every stored series (recorded as regressions), or in a CSV column.
+
+    Example: perfline detect --metric tbench.throughput --since 2026-11-01
+    """
     if csv is not None:
         _detect_csv(csv, column, false_alarm_rate, as_json)
         return
@@ -141,8 +148,9 @@ def _detect_csv(path: Path, column: str | None, rate: float, as_json: bool) -> N
     console.print(csv_changes_view(path, name, changes, len(values)))
 
 
-regressions_app = typer.Typer(
-    help="Regressions and improvements found by `perfline detect`, and their status.",
+regressions_app = App(
+    help="Regressions and improvements found by `perfline detect`, and their status.\n\n"
+         "Example: perfline regressions --status new",
     invoke_without_command=True,
     no_args_is_help=False,
 )
@@ -182,7 +190,10 @@ def confirm_regression(
     regression_id: Annotated[int, typer.Argument(help="Regression id.")],
     pairs: Annotated[int, typer.Option(min=5, help="Interleaved pairs to re-run.")] = 10,
 ) -> None:
-    """Re-run both sides interleaved on this host: confirmed or false alarm."""
+    """Re-run both sides interleaved on this host: confirmed or false alarm.
+
+    Example: perfline regressions confirm 3 --pairs 12
+    """
     store = open_store()
     try:
         regression = store.get_regression(regression_id)
@@ -201,7 +212,10 @@ def mark_regression(
     status: Annotated[str, typer.Argument(help=f"New status: {', '.join(records.STATUSES)}.")],
     note: Annotated[str | None, typer.Option(help="Why, e.g. the fixing commit.")] = None,
 ) -> None:
-    """Set a regression's status by hand (e.g. bisected, fixed)."""
+    """Set a regression's status by hand (e.g. bisected, fixed).
+
+    Example: perfline regressions mark 3 fixed --note 'fixed by 1a2b3c4d'
+    """
     try:
         updated = records.transition(open_store(), regression_id, status, note)
     except (RunNotFound, records.TransitionError) as exc:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from perfline.cli.common import console, fail, open_store
+
+if TYPE_CHECKING:
+    from perfline.interop.otava import OtavaColumns
 
 
 def import_(
@@ -25,12 +28,21 @@ def import_(
                                                         "commit_info); --kernel-commit overrides it.")] = True,
     direction: Annotated[list[str] | None, typer.Option(
         help="METRIC=higher|lower where the format does not say (repeat it).")] = None,
-    dry_run: Annotated[bool, typer.Option(help="Say what would be stored; store nothing.")] = False,
-    force: Annotated[bool, typer.Option(help="Import a file imported before once more.")] = False,
+    metrics: Annotated[str | None, typer.Option(
+        "--metrics", metavar="COL,...", help="Otava CSV: these columns are the metrics (default: every column whose "
+                                             "values are all numbers).")] = None,
+    attributes: Annotated[str | None, typer.Option(
+        "--attributes", metavar="COL,...", help="Otava CSV: these columns are attributes, each value its own series "
+                                                "(default: every other column but time and commit).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be stored; store nothing.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Import a file imported before once more.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help='Print {"format", "runs", "samples", "skipped"}.')] = False,
 ) -> None:
     """Import other tools' results: they become runs like measured ones (history, detect,
-    compare, track, the dashboard), marked with their source file."""
+    compare, track, the dashboard), marked with their source file.
+
+    Example: perfline import results.csv --format otava --label nightly
+    """
     from perfline.interop.importing import plan
 
     directions = {}
@@ -41,7 +53,7 @@ def import_(
         directions[name] = value
     found = plan(path, fmt, label=label, machine=machine, commit=kernel_commit,
                  commit_from_file=commit_from_file and kernel_commit is None,
-                 directions=directions)
+                 directions=directions, columns=_columns(metrics, attributes))
     store = open_store()
     before = sorted({run for digest in found.digests for run in store.imported_from(digest)})
     if before and not force and found.format != "perfline":
@@ -74,7 +86,10 @@ def export(
                    ] = "perfline",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
 ) -> None:
-    """Export runs: perfline's JSON re-imports to the same store; CSV, BMF and Otava for other tools."""
+    """Export runs: perfline's JSON re-imports to the same store; CSV, BMF and Otava for other tools.
+
+    Example: perfline export --label v6.7 --format csv -o v6.7.csv
+    """
     from perfline.interop.exporting import FORMATS
     from perfline.interop.exporting import export as render
 
@@ -90,3 +105,19 @@ def export(
     else:
         output.write_text(text)
         console.print(f"wrote {output}", highlight=False)
+
+
+def _columns(metrics: str | None, attributes: str | None) -> OtavaColumns | None:
+    if metrics is None and attributes is None:
+        return None
+    from perfline.interop.otava import OtavaColumns
+
+    def names(option: str, text: str | None) -> tuple[str, ...] | None:
+        if text is None:
+            return None
+        found = tuple(name.strip() for name in text.split(","))
+        if not all(found):
+            raise fail(f"{option} {text!r}: give column names separated by commas, e.g. {option} throughput,p99")
+        return found
+
+    return OtavaColumns(names("--metrics", metrics), names("--attributes", attributes))

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from perfline.cli.common import EXIT_FAILED, console, errors, fail
+from perfline.cli.help_style import App
 from perfline.cli.kexec import allow_kexec, boots, install_resume
 from perfline.system.process import ToolMissing
 from perfline.targets.kernel_build import LOG_NAME, KernelBuildFailed, build_kernel
@@ -24,9 +25,9 @@ from perfline.targets.kernels import (
     list_kernels,
 )
 
-kernels_app = typer.Typer(
-    no_args_is_help=True,
-    help="Kernel images for `perfline run --target qemu|kexec --kernel NAME`; this machine's kexec opt-in.",
+kernels_app = App(
+    help="Kernel images for `perfline run --target qemu|kexec --kernel NAME`; this machine's kexec opt-in.\n\n"
+         "Example: perfline kernels add-deb linux-image-cloud-amd64",
 )
 kernels_app.command("allow-kexec")(allow_kexec)
 kernels_app.command("install-resume")(install_resume)
@@ -53,7 +54,10 @@ def add(
     ] = None,
     replace: ReplaceOption = False,
 ) -> None:
-    """Register a kernel image (copied into perfline's cache)."""
+    """Register a kernel image (copied into perfline's cache).
+
+    Example: perfline kernels add /boot/vmlinuz-6.1.0-13-amd64 --name debian-6.1
+    """
     try:
         kernel = add_image(image, name, config=config, modules=modules, replace=replace)
     except KernelError as exc:
@@ -71,7 +75,10 @@ def add_debian(
     ] = None,
     replace: ReplaceOption = False,
 ) -> None:
-    """Download a Debian kernel package with apt-get and register its image and config."""
+    """Download a Debian kernel package with apt-get and register its image and config.
+
+    Example: perfline kernels add-deb linux-image-cloud-amd64
+    """
     try:
         kernel = add_deb(
             package,
@@ -92,7 +99,10 @@ def build(
     replace: ReplaceOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the kernel and the builds made in its directory as JSON.")] = False,
 ) -> None:
-    """Build a source tree's bzImage with a config (ccache when installed) and register it."""
+    """Build a source tree's bzImage with a config (ccache when installed) and register it.
+
+    Example: perfline kernels build ~/src/linux --config my.config --name v6.7-rc1
+    """
     message = f"building {escape(str(source))} with {escape(config.name)}: make olddefconfig && make bzImage"
     try:
         with errors.status(message):
@@ -113,7 +123,10 @@ def build(
 def list_registered(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Registered kernels: name, release, where they came from."""
+    """Registered kernels: name, release, where they came from.
+
+    Example: perfline kernels list
+    """
     kernels = list_kernels()
     if as_json:
         print(json.dumps([{**asdict(k.meta), "image": str(k.image)} for k in kernels], indent=2))

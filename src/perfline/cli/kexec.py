@@ -30,7 +30,10 @@ UNIT_ENVIRONMENT = ("PYTHONPATH", "PERFLINE_CACHE_DIR", "XDG_CACHE_HOME", "PERFL
 
 def allow_kexec() -> None:
     """Allow `--target kexec` on this machine: perfline may boot it into kernels under test
-    (its administrator's decision; writes /etc/perfline/machine.yaml)."""
+    (its administrator's decision; writes /etc/perfline/machine.yaml).
+
+    Example: perfline kernels allow-kexec
+    """
     try:
         settings = machine_settings.allow_kexec()
     except PermissionError as exc:
@@ -44,7 +47,10 @@ def install_resume(
     unit_dir: Annotated[Path, typer.Option(help="Where systemd reads units.")] = kexec.UNIT_DIR,
 ) -> None:
     """Install and enable the unit that runs `perfline resume` at every boot, with this
-    perfline, its store and its environment."""
+    perfline, its store and its environment.
+
+    Example: perfline kernels install-resume --unit-dir /etc/systemd/system
+    """
     command = [sys.executable, "-m", "perfline", "--db", resolve_url(state.db), "resume"]
     environment = {key: os.environ[key] for key in UNIT_ENVIRONMENT if os.environ.get(key)}
     unit = unit_dir / kexec.RESUME_UNIT
@@ -69,7 +75,10 @@ def boots(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     limit: Annotated[int, typer.Option(min=1, help="How many boots to list.")] = 20,
 ) -> None:
-    """Kexec boots into kernels under test, newest first: state, runs, console of a failed one."""
+    """Kexec boots into kernels under test, newest first: state, runs, console of a failed one.
+
+    Example: perfline kernels boots --json
+    """
     listed = open_store().kexec_boots(limit=limit)
     if as_json:
         print(json.dumps([vars(boot) for boot in listed], indent=2))
@@ -87,7 +96,10 @@ def resume(
     abandon: Annotated[bool, typer.Option("--abandon", help="Give up this machine's open boot instead.")] = False,
 ) -> None:
     """Go on with this machine's kexec boot after it booted (run by the resume unit at
-    every boot): check the kernel, measure, go back to the default kernel."""
+    every boot): check the kernel, measure, go back to the default kernel.
+
+    Example: perfline resume
+    """
     from perfline.runner import execute
     from perfline.runner.kexec_resume import abandon as abandon_boot
     from perfline.runner.kexec_resume import resume as resume_boot

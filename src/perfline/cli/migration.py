@@ -29,6 +29,8 @@ def migration_cost(
     """Cache-hot migration cost between every pair of CPUs, as Ingo's 2005 patch printed it.
 
     Measures once and stores nothing; `perfline run migration-cost` tracks it over time.
+
+    Example: perfline migration-cost --cpus 0-3
     """
     # Not above: the benchmarks' registry is slow to import and only this command needs it.
     from perfline.benchmarks import BenchmarkFailed, BenchmarkUnavailable

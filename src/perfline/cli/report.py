@@ -11,9 +11,10 @@ from typing import Annotated
 import typer
 
 from perfline.cli.common import EXIT_FAILED, console, fail, notify, open_store
+from perfline.cli.help_style import App
 
-report_app = typer.Typer(help="Reports: one regression as the 0-day robot writes it, the daily summary; "
-                              "text, HTML or JSON, to a file or by e-mail.", no_args_is_help=True)
+report_app = App(help="Reports: one regression as the 0-day robot writes it, the daily summary; "
+                      "text, HTML or JSON, to a file or by e-mail.\n\nExample: perfline report regression 1")
 
 FORMATS = ("text", "html", "json")
 FormatOption = Annotated[str, typer.Option("--format", help="text, html (one self-contained file) or json.")]
@@ -54,7 +55,10 @@ def regression(
     sender: FromOption = None,
 ) -> None:
     """One regression: subject, commit, machine, the LKP-style table with CI and p, the
-    bisection, why (profile), and how to reproduce it."""
+    bisection, why (profile), and how to reproduce it.
+
+    Example: perfline report regression 1 --format html -o regression-1.html
+    """
     from perfline.report import regression_report
 
     if fmt not in FORMATS:
@@ -85,7 +89,10 @@ def daily(
     sender: FromOption = None,
 ) -> None:
     """The morning summary: per tracker the number and its graph, the commits tested, the
-    regressions and improvements that changed, what is pending."""
+    regressions and improvements that changed, what is pending.
+
+    Example: perfline report daily demo --mail-to perf@example.org
+    """
     from perfline.report import daily as daily_report
     from perfline.track.summary import daily_summary
 

@@ -17,7 +17,10 @@ def serve(
         help="Tokens allowed to triage, one per line: NAME TOKEN (or TOKEN). Without it nothing can be changed.")
     ] = None,
 ) -> None:
-    """Serve the dashboard: trackers, series, regressions with triage, runs, compare, bisections, /api."""
+    """Serve the dashboard: trackers, series, regressions with triage, runs, compare, bisections, /api.
+
+    Example: perfline serve --port 8080 --token-file tokens.txt
+    """
     import uvicorn
 
     from perfline.web.app import create_app

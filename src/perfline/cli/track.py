@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from perfline.cli.bisect import PaceOption, _pace_tolerance
 from perfline.cli.common import EXIT_INTERRUPTED, console, errors, fail, notify, open_store, state
+from perfline.cli.help_style import App
 from perfline.store import Store
 from perfline.targets import local
 
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
     from perfline.runner import RunOutcome
     from perfline.track.tracker_file import TrackerSpec
 
-track_app = typer.Typer(help="Follow a branch: test new commits, find changes, bisect each to its commit.",
-                        no_args_is_help=True)
+track_app = App(help="Follow a branch: test new commits, find changes, bisect each to its commit.\n\n"
+                     "Example: perfline track run --once examples/track/demo.yaml")
 
 TrackerFile = Annotated[Path, typer.Argument(help="The tracker file (YAML; see docs/track.md).")]
 
@@ -49,6 +50,9 @@ class _Observer:
     def warning(self, message: str) -> None:
         self.progress.console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False,
                                     soft_wrap=True)
+
+    def step_started(self, run_id: int, repetition: int | None) -> None:
+        pass
 
     def step_done(self, run_id: int, repetition: int | None, values: list[Measurement]) -> None:
         last = f"{values[0].metric.name}={values[0].value:.4g}" if values else ""
@@ -86,7 +90,10 @@ def run(
     interval: Annotated[float, typer.Option(min=1, help="Without --once: minutes between passes.")] = 10.0,
     pace_tolerance: PaceOption = "10%",
 ) -> None:
-    """Test the commits the tracker selects, judge them, and narrow what changed."""
+    """Test the commits the tracker selects, judge them, and narrow what changed.
+
+    Example: perfline track run --once examples/track/demo.yaml
+    """
     from perfline.runner import RunContext, terminate_as_interrupt  # not above: slow to import
     from perfline.track.repository import check
     from perfline.track.tracking import run_pass
@@ -129,7 +136,10 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Per tracker: head, last tested commit, tested and pending commits, open regressions,
-    budget left today, and the daily number."""
+    budget left today, and the daily number.
+
+    Example: perfline track status demo
+    """
     from perfline.report.tracking import numbers_table, status_table
 
     store = open_store()
@@ -148,7 +158,10 @@ def status(
 
 @track_app.command("list")
 def list_trackers() -> None:
-    """The trackers this store knows, with their files."""
+    """The trackers this store knows, with their files.
+
+    Example: perfline track list
+    """
     store = open_store()
     trackers = store.trackers()
     if not trackers:
@@ -159,7 +172,10 @@ def list_trackers() -> None:
 
 @track_app.command("forget")
 def forget(name: Annotated[str, typer.Argument(help="The tracker.")]) -> None:
-    """Forget a tracker and its daily numbers; its runs and regressions stay."""
+    """Forget a tracker and its daily numbers; its runs and regressions stay.
+
+    Example: perfline track forget demo
+    """
     open_store().forget_tracker(name)
     console.print(f"forgot tracker {name}; its runs stay (label {name})")
 
@@ -169,7 +185,10 @@ def graph(
     name: Annotated[str, typer.Argument(help="The tracker.")],
     png: Annotated[Path, typer.Option("--png", help="The PNG file to write.")],
 ) -> None:
-    """The daily number over the commits, with changes and culprits marked."""
+    """The daily number over the commits, with changes and culprits marked.
+
+    Example: perfline track graph demo --png demo.png
+    """
     from perfline.report.tracking import draw_graph
     from perfline.track.repository import local_repo_here
 
@@ -214,7 +233,10 @@ def install_timer(
         "/etc/systemd/system"),
     calendar: Annotated[str, typer.Option(help="systemd OnCalendar= expression.")] = "*-*-* 02:00:00",
 ) -> None:
-    """Write a systemd service and timer that run `track run --once FILE` every day."""
+    """Write a systemd service and timer that run `track run --once FILE` every day.
+
+    Example: perfline track install-timer tracker.yaml --calendar 02:00
+    """
     from perfline.store import resolve_url
 
     spec = _load(file)

@@ -9,14 +9,12 @@ built under a lock, once.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from perfline import git
-from perfline.bisect.worktree import Builder, cache_dir
+from perfline.builds.worktree import Builder, cache_dir
+from perfline.system.files import locked
 
 
 class TreeFailed(RuntimeError):
@@ -28,7 +26,7 @@ def local_repo(repo: str, commit: str | None = None) -> Path:
     if not git.is_url(repo):
         return Path(repo)
     clone = cache_dir().parent / "fleet" / "repos" / hashlib.sha256(repo.encode()).hexdigest()[:16]
-    with _locked(clone.with_suffix(".lock")):
+    with locked(clone.with_suffix(".lock")):
         if not (clone / ".git").exists() or (commit is not None and git.resolve_or_none(clone, commit) is None):
             git.clone_or_fetch(repo, clone)
     return clone
@@ -36,19 +34,7 @@ def local_repo(repo: str, commit: str | None = None) -> Path:
 
 def built_tree(repo: str, build: str, commit: str) -> Path:
     builder = Builder(local_repo(repo, commit), build)
-    with _locked(builder.root / f".build-{commit}.lock"):
-        built = builder.build(commit)
+    built = builder.build(commit)
     if not built.ok:
         raise TreeFailed(f"{commit[:12]} does not build with `{build}`:\n{built.log_tail}")
     return builder.tree(commit)
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

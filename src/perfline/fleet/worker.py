@@ -225,6 +225,9 @@ class _AttemptObserver:
     def warning(self, message: str) -> None:
         self.worker.say(f"warning: {message}")
 
+    def step_started(self, run_id: int, repetition: int | None) -> None:
+        pass
+
     def step_done(self, run_id: int, repetition: int | None, values: list[Measurement]) -> None:
         if self.attempt is not None and self.worker.cancelled:
             raise Cancelled

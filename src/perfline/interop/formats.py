@@ -7,8 +7,6 @@ default is lower-is-better and `--direction METRIC=higher` sets it (docs/interop
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -16,6 +14,7 @@ from typing import Any
 
 from perfline.interop.jsonfile import load, need, read_text
 from perfline.interop.model import TIME_UNITS, ImportedMetric, ImportedRun, ImportFailed, finite
+from perfline.interop.otava import otava
 from perfline.records.metric import Direction
 
 Importer = Callable[[Path], tuple[list[ImportedRun], int]]  # runs, values skipped
@@ -173,59 +172,6 @@ def bmf(path: Path) -> tuple[list[ImportedRun], int]:
                 run.metrics.append(ImportedMetric(f"bmf.{measure}", "", Direction.LOWER, kept, summary))
         runs.append(run)
     return runs, skipped
-
-
-# ---- Otava CSV ----------------------------------------------------------------------
-
-
-def otava(path: Path) -> tuple[list[ImportedRun], int]:
-    """A CSV with a `time` column, an optional `commit` column and metric columns: one
-    run per row, its time and commit from the row."""
-    text = read_text(path)
-    try:
-        rows = list(csv.reader(io.StringIO(text)))
-    except csv.Error as exc:
-        raise ImportFailed(path, f"not a CSV file: {exc}") from None
-    if len(rows) < 2:
-        raise ImportFailed(path, "expected a header line and at least one data line", 1)
-    header = [h.strip() for h in rows[0]]
-    if "time" not in header:
-        raise ImportFailed(path, f"no `time` column (the header has {', '.join(header)})", 1)
-    t, c = header.index("time"), header.index("commit") if "commit" in header else None
-    metrics = [i for i in range(len(header)) if i not in (t, c)]
-    runs = []
-    for line, row in enumerate(rows[1:], start=2):
-        if not row:
-            continue
-        if len(row) != len(header):
-            raise ImportFailed(path, f"{len(row)} fields, the header has {len(header)}", line)
-        run = ImportedRun("otava", {"file": path.stem}, started_at=_otava_time(path, row[t], line),
-                          commit=row[c].strip() if c is not None else None)
-        for i in metrics:
-            try:
-                value = float(row[i])
-            except ValueError:
-                raise ImportFailed(path, f"{header[i]!r} is {row[i]!r}, not a number", line) from None
-            run.metrics.append(ImportedMetric(f"otava.{header[i]}", "", Direction.LOWER, [value]))
-        runs.append(run)
-    return runs, 0
-
-
-def _otava_time(path: Path, text: str, line: int) -> datetime:
-    text = text.strip()
-    if text.isdigit():
-        from datetime import UTC
-
-        try:
-            return datetime.fromtimestamp(int(text), UTC)
-        except (OverflowError, OSError, ValueError):
-            raise ImportFailed(path, f"time {text}: not a date in epoch seconds", line) from None
-    for pattern in ("%Y.%m.%d %H:%M:%S %z", "%Y-%m-%d %H:%M:%S %z", "%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S"):
-        try:
-            return datetime.strptime(text, pattern)
-        except ValueError:
-            continue
-    raise ImportFailed(path, f"time {text!r}: not a date (e.g. 2024.01.01 3:00:00 +0100) nor epoch seconds", line)
 
 
 # ---- LKP-tests ----------------------------------------------------------------------

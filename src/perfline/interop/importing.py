@@ -19,6 +19,7 @@ from perfline import __version__
 from perfline.interop import perfline_json
 from perfline.interop.formats import ASV_METADATA, IMPORTERS, detect
 from perfline.interop.model import ImportedRun, ImportFailed
+from perfline.interop.otava import OtavaColumns, otava
 from perfline.records.job import Case
 from perfline.records.metric import Direction, Metric
 from perfline.records.status import RunStatus
@@ -66,7 +67,8 @@ def files_of(path: Path) -> list[Path]:
 
 
 def plan(path: Path, fmt: str | None, *, label: str | None, machine: str | None, commit: str | None,
-         commit_from_file: bool, directions: dict[str, str]) -> ImportPlan:
+         commit_from_file: bool, directions: dict[str, str], columns: OtavaColumns | None = None) -> ImportPlan:
+    """`columns`: an Otava CSV's metric and attribute columns, when the user names them."""
     files = files_of(path)
     formats = {f: fmt or detect(f) for f in files}
     kinds = set(formats.values())
@@ -76,6 +78,8 @@ def plan(path: Path, fmt: str | None, *, label: str | None, machine: str | None,
     chosen = kinds.pop()
     if chosen not in FORMATS:
         raise ImportFailed(path, f"unknown format {chosen!r}: one of {', '.join(FORMATS)}")
+    if columns is not None and chosen != "otava":
+        raise ImportFailed(path, f"--metrics and --attributes name an Otava CSV's columns; this is {chosen}")
     out = ImportPlan(chosen)
     for file in files:
         digest = hashlib.sha256(file.read_bytes()).hexdigest()
@@ -86,7 +90,7 @@ def plan(path: Path, fmt: str | None, *, label: str | None, machine: str | None,
             out.exports.append(export)
             out.runs += export.runs
             continue
-        runs, skipped = IMPORTERS[chosen](file)
+        runs, skipped = otava(file, columns) if chosen == "otava" else IMPORTERS[chosen](file)
         out.skipped += skipped
         source = {"format": chosen, "file": str(file.resolve()), "sha256": digest}
         for run in runs:

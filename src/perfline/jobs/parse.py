@@ -307,19 +307,7 @@ class _Parser:
     # structure
 
     def parse(self) -> JobSpec:
-        try:
-            root = yaml.compose(self.text, Loader=yaml.SafeLoader)
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            line = mark.line + 1 if mark is not None else None
-            message = " ".join(p for p in (exc.context, exc.problem) if p)
-            raise JobError(self.path, line, f"invalid YAML: {message}") from None
-        except yaml.reader.ReaderError as exc:
-            line = self.text[: exc.position].count("\n") + 1
-            message = f"invalid YAML: {exc.reason} {exc.character!r}"
-            raise JobError(self.path, line, message) from None
-        except yaml.YAMLError as exc:
-            raise JobError(self.path, None, f"invalid YAML: {exc}") from None
+        root = compose_yaml(self.path, self.text)
         if root is None or (isinstance(root, ScalarNode) and self.scalar_or_none(root) is None):
             raise JobError(
                 self.path, 1, "empty job file: expected a mapping with a 'benchmark' key"
@@ -434,11 +422,7 @@ class _Parser:
         return result
 
     def construct(self, node: ScalarNode) -> Any:
-        try:
-            return self.constructor.construct_object(node, deep=True)
-        except yaml.YAMLError as exc:
-            problem = getattr(exc, "problem", None) or str(exc)
-            raise self.error(node, f"invalid value: {problem}") from None
+        return construct_value(node, self.constructor, self.at(node))
 
     def scalar_or_none(self, node: Node) -> ParamValue | None:
         assert isinstance(node, ScalarNode)
@@ -648,3 +632,31 @@ def _kind(node: Node) -> str:
     if node.tag == "tag:yaml.org,2002:null":
         return "no value"
     return repr(node.value)
+
+
+def compose_yaml(path: Path, text: str) -> Node | None:
+    """A job or tracker file's node tree (lines kept), or a JobError naming the line:
+    every YAML error, a NUL byte's ReaderError included, is the user's to fix."""
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        message = " ".join(p for p in (exc.context, exc.problem) if p)
+        raise JobError(path, line, f"invalid YAML: {message}") from None
+    except yaml.reader.ReaderError as exc:
+        line = text[: exc.position].count("\n") + 1
+        raise JobError(path, line, f"invalid YAML: {exc.reason} {exc.character!r}") from None
+    except yaml.YAMLError as exc:
+        raise JobError(path, None, f"invalid YAML: {exc}") from None
+
+
+def construct_value(node: Node, constructor: yaml.constructor.SafeConstructor,
+                    fail: Callable[[str], JobError]) -> Any:
+    """A node's value by the safe constructor; a tag it refuses (`!!python/object`) or a
+    malformed value (`!!int x`) is the user's error at the node's line."""
+    try:
+        return constructor.construct_object(node, deep=True)
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:  # `!!int x`: int('x')
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise fail(f"invalid value: {problem}") from None

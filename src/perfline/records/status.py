@@ -31,6 +31,9 @@ class RegressionStatus(StrEnum):
 class BisectionStatus(StrEnum):
     RUNNING = "running"
     FOUND = "found"  # the culprit's posterior reached the confidence and the A/B confirmed it
+    # As found, but commits next to the first bad one could not be built or run: the
+    # change is in one of them or in it (git bisect's "could be any of"), never guessed.
+    RANGE = "range"
     # The posterior reached the confidence, but the culprit's own samples do not differ
     # from its parent's: the model's answer is not to be acted on without a look.
     UNCONFIRMED = "not-confirmed"

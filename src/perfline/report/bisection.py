@@ -12,9 +12,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from perfline.bisect import kernel
 from perfline.bisect.bisection import Bisection
 from perfline.bisect.driver import Outcome, trace
+from perfline.builds import kernel
 from perfline.git import Commit
 from perfline.records.status import BisectionStatus
 from perfline.store import Store
@@ -89,17 +89,24 @@ def outcome_lines(outcome: Outcome, commits: list[Commit]) -> list[RenderableTyp
         return [(f"[yellow]no change to bisect:[/yellow] after {document['runs']} runs the good and bad "
                 "commits do not differ beyond their noise")]
     culprit = commits[outcome.result.culprit]
-    lines: list[RenderableType] = [
-        f"[bold]first bad commit:[/bold] {culprit.sha}\n  {escape(culprit.subject)}  ({escape(culprit.author)})"]
-    if len(outcome.result.suspects) > 1:
-        lines.append("  (its parents up to the last good commit did not build: "
-                     + ", ".join(s[:12] for s in document["suspects"]) + ")")
+    if outcome.result.exact:
+        lines: list[RenderableType] = [
+            f"[bold]first bad commit:[/bold] {culprit.sha}\n  {escape(culprit.subject)}  ({escape(culprit.author)})"]
+    else:
+        suspects = [commits[i] for i in outcome.result.suspects]
+        lines = [f"[bold]the first bad commit could be any of:[/bold] {' '.join(c.sha[:12] for c in suspects)}"]
+        lines += [f"  {c.sha[:12]} {escape(c.subject)}  ({escape(c.author)}): "
+                  + outcome.untestable.get(i, "measured bad") for i, c in zip(outcome.result.suspects, suspects,
+                                                                              strict=True)]
     low, high = document["ci_pct"]
     lines.append(f"  {outcome.result.kind.value}: {document['change_pct']:+.2f}% [{low:+.2f}, {high:+.2f}] "
                  f"(95% CI), posterior probability {outcome.result.probability:.4f}, status {status.value}")
     if outcome.confirmation is not None:
         c = outcome.confirmation
-        lines.append(f"  A/B of fresh samples against its parent: {c.decision.value}, {c.change_pct:+.2f}% "
+        against = ("its parent" if outcome.result.exact else
+                   f"the last good tested commit {commits[outcome.result.parent].sha[:12]} (of "
+                   f"{commits[outcome.result.culprit].sha[:12]}, the first bad one tested)")
+        lines.append(f"  A/B of fresh samples against {against}: {c.decision.value}, {c.change_pct:+.2f}% "
                      f"[{c.ci_pct[0]:+.2f}, {c.ci_pct[1]:+.2f}], p={c.p_value:.2g} (over its looks), "
                      f"{c.samples} samples")
     if status is BisectionStatus.UNCONFIRMED:

@@ -7,6 +7,7 @@ import base64
 from dataclasses import dataclass
 from datetime import datetime
 
+from perfline.report.regressions import culprit_range
 from perfline.report.templates import TEMPLATES
 from perfline.report.tracking import TrackerState
 from perfline.store import Regression
@@ -41,7 +42,8 @@ class DailySummary:
 def line(r: Regression) -> str:
     """One regression in one line: what, how much, where, how far it got."""
     where = f"{r.good[:12]}..{r.bad[:12]}" if r.good and r.bad else f"runs {r.before_run_id}..{r.after_run_id}"
-    culprit = f", culprit {r.culprit[:12]} {r.culprit_subject}" if r.culprit else ""
+    culprit = f", culprit {r.culprit[:12]} {r.culprit_subject}" if r.culprit else (
+        f", culprit {culprit_range(r)}" if r.culprits else "")
     return f"#{r.id} {r.status:<11} {r.kind:<11} {r.metric} {r.change_pct:+.1f}% in {where}{culprit}"
 
 

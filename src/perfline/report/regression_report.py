@@ -8,7 +8,8 @@ probes and its A/B against the parent, the symbols and call chains whose share o
 time moved (marked when the culprit's diff touches them), and the commands that
 reproduce it.
 
-`build` gathers everything from the store and git into a `RegressionReport`;
+`build` gathers everything from the store (git only for what the store lacks) into a
+`RegressionReport`;
 `text`, `html` and `as_json` render it. `perfline regressions --report ID` and
 `perfline report regression ID` print the same text.
 """
@@ -30,13 +31,15 @@ from perfline.records.fingerprint import Difference
 from perfline.report.figures import new_axes, save, style_axes
 from perfline.report.profile_shifts import chain_text, shift_json
 from perfline.report.templates import TEMPLATES
-from perfline.stats.profile_diff import ChainShift, SymbolShift, shifts
+from perfline.stats.profile_diff import ChainShift, SymbolShift, moved, shifts, top_shares
 from perfline.store import Regression, RunDetail, Store
 from perfline.store.bisections import BisectionNotFound, BisectionRecord
 
 if TYPE_CHECKING:
     from perfline.stats.two_sample import Comparison
 
+# The why section's longest lists: what moved most is what explains the change.
+_WHY_TOP = 10
 # `sched/eevdf: Allow shorter ...` -> `sched/eevdf`: LKP's [SUBSYSTEM] is the prefix.
 _SUBSYSTEM = re.compile(r"^([\w./+-]+(?:: [\w./+-]+)*):\s")
 
@@ -67,12 +70,15 @@ class RegressionReport:
     comparison: CaseComparison
     bisection: BisectionRecord | None
     probes: list[Probe]
-    # Why: symbols and call chains whose share moved between the culprit's parent and
-    # the culprit, from their profiled A/B (with intervals), else from the two runs' own
-    # profiles.
+    # Why: symbols and call chains whose share moved beyond noise between the culprit's
+    # parent and the culprit, from their profiled A/B, else from the two runs' own
+    # profiles; strongest first. Unjudged (`why_judged` False: a side with one profile),
+    # the largest shifts as they are.
     why: list[SymbolShift]
     why_chains: list[ChainShift]
     why_runs: tuple[int, int] | None
+    why_judged: bool
+    why_shares: list[SymbolShift]  # the top symbols' shares of both sides
     touched: list[str]  # functions the culprit's diff touches
     url: str | None
 
@@ -87,6 +93,8 @@ class RegressionReport:
         r = self.regression
         commit = self.culprit.sha if self.culprit else r.bad or self.after.info.kernel_commit
         sha = commit[:10] if commit else f"run{r.after_run_id}"
+        if r.culprits:  # a range: the commits the change may be in, never one of them
+            sha = f"{r.culprits[0].sha[:10]}..{r.culprits[-1].sha[:10]} ({len(r.culprits)} commits)"
         subsystem = f"[{self.subsystem}] " if self.subsystem else ""
         kind = r.kind if r.kind in ("regression", "improvement") else "change"
         return f"[{self.name}:{self.branch}] {subsystem}{sha}: {r.metric} {r.change_pct:+.1f}% {kind}"
@@ -165,9 +173,17 @@ def build(store: Store, regression_id: int, url: str | None = None) -> Regressio
     comparison = compare_sides([Side(f"run {before.info.id}", [before]), Side(f"run {after.info.id}", [after])],
                                store)
 
+    # The store keeps what a tracker saw of each commit; git is asked only for the rest
+    # (a bisection of a repository no tracker follows), and only while it is there.
+    kept = store.stored_commits(sha for sha in (r.culprit, r.good, r.bad) if sha)
+
     def commit(sha: str | None) -> git.Commit | None:
-        if not sha or repo is None:
-            return git.Commit(sha, "", "") if sha else None
+        if not sha:
+            return None
+        if sha in kept:
+            return kept[sha]
+        if repo is None:
+            return git.Commit(sha, "", "")
         try:
             return git.commit_info(repo, sha)
         except git.GitError:
@@ -180,7 +196,7 @@ def build(store: Store, regression_id: int, url: str | None = None) -> Regressio
             touched = git.changed_functions(repo, culprit.sha)
         except git.GitError:
             touched = []
-    why, why_chains, why_runs = _why(store, r, comparison)
+    why, why_chains, why_runs, why_judged, why_shares = _why(store, r, before, after)
     return RegressionReport(
         regression=r,
         name=r.tracker or before.info.label or "perfline",
@@ -200,22 +216,30 @@ def build(store: Store, regression_id: int, url: str | None = None) -> Regressio
         why=why,
         why_chains=why_chains,
         why_runs=why_runs,
+        why_judged=why_judged,
+        why_shares=why_shares,
         url=url.rstrip("/") + f"/regressions/{r.id}" if url else None,
     )
 
 
-def _why(store: Store, r: Regression, comparison: CaseComparison
-         ) -> tuple[list[SymbolShift], list[ChainShift], tuple[int, int] | None]:
-    """The profiled A/B of culprit and parent if a tracker ran one, else the profile
-    shifts between the report's two runs (if they were profiled)."""
+def _why(store: Store, r: Regression, before: RunDetail, after: RunDetail
+         ) -> tuple[list[SymbolShift], list[ChainShift], tuple[int, int] | None, bool, list[SymbolShift]]:
+    """The profiled A/B of culprit and parent if a tracker ran one, else the report's two
+    runs' profiles (if they were profiled): what moved beyond noise, and the top shares."""
     runs = [store.get_run(i) for i in store.find_runs(label=why_label(r.id))]
     sides = {run.settings.get("interleaved"): run for run in runs}
     if "A" in sides and "B" in sides:
-        parent, culprit = (side_profile(Side(name, [sides[name]]), store) for name in "AB")
-        return (shifts(parent.symbols, culprit.symbols), shifts(parent.chains, culprit.chains),
-                (sides["A"].info.id, sides["B"].info.id))
-    return (comparison.profile_shifts[0] if comparison.profile_shifts else [],
-            comparison.chain_shifts[0] if comparison.chain_shifts else [], None)
+        base, other = Side("A", [sides["A"]]), Side("B", [sides["B"]])
+        why_runs: tuple[int, int] | None = (sides["A"].info.id, sides["B"].info.id)
+    else:
+        base, other = Side(f"run {before.info.id}", [before]), Side(f"run {after.info.id}", [after])
+        why_runs = None
+    parent, culprit = side_profile(base, store), side_profile(other, store)
+    symbols, chains = moved(parent.symbols, culprit.symbols), moved(parent.chains, culprit.chains)
+    shares = top_shares(parent.symbols, culprit.symbols)
+    if symbols is None:  # one profile a side: the largest shifts, unjudged
+        return shifts(parent.symbols, culprit.symbols), shifts(parent.chains, culprit.chains), why_runs, False, shares
+    return symbols[:_WHY_TOP], (chains or [])[:_WHY_TOP], why_runs, True, shares
 
 
 def _bisection(store: Store, r: Regression) -> BisectionRecord | None:
@@ -230,13 +254,13 @@ def _bisection(store: Store, r: Regression) -> BisectionRecord | None:
 def _probes(store: Store, record: BisectionRecord, repo: Path | None) -> list[Probe]:
     from perfline.bisect.driver import trace  # scipy: only for a bisected regression
 
-    subjects: dict[str, str] = {}
-    if repo is not None:
+    subjects = {sha: c.subject for sha, c in store.stored_commits(record.spec.commits).items()}
+    if repo is not None and len(subjects) < len(set(record.spec.commits)):
         try:
             commits = git.first_parent_range(repo, record.spec.commits[0], record.spec.commits[-1])
-            subjects = {c.sha: c.subject for c in commits}
+            subjects |= {c.sha: c.subject for c in commits if c.sha not in subjects}
         except git.GitError:
-            subjects = {}
+            pass  # the repository is gone: the probes are named by sha alone
     probes = []
     for step in trace(store, record):
         sha = record.spec.commits[step.sample.commit_index]
@@ -279,6 +303,9 @@ def text(report: RegressionReport) -> str:
         c = report.culprit
         out.append(f'commit: {c.sha} ("{c.subject}")')
         out.append(f"author: {c.author}" + (f", {c.date.isoformat()}" if c.date else ""))
+    if r.culprits:
+        out.append("the first bad commit could be any of: " + " ".join(c.sha[:12] for c in r.culprits))
+        out += [f'  {c.sha[:12]} ("{c.subject}"): {c.why}' for c in r.culprits]
     if report.good and report.bad:
         out.append(f"range: {report.good.sha[:12]}..{report.bad.sha[:12]} (the tested commits around the change)")
     if report.url:
@@ -315,23 +342,7 @@ def text(report: RegressionReport) -> str:
     if diffs:
         out += ["", "what differs between the two runs' systems:"]
         out += [f"  {d.key}: {d.base} -> {d.other}" for d in diffs]
-    if report.why:
-        source = (f"the culprit's parent and the culprit interleaved with perf-profile, runs {report.why_runs[0]} "
-                  f"and {report.why_runs[1]}" if report.why_runs else "the two runs' profiles")
-        out += ["", f"why: symbols whose share of busy CPU time moved ({source})"]
-        if report.touched:
-            out.append(f"  * marks a function the culprit's diff touches ({', '.join(report.touched)})")
-        for s in report.why:
-            mark = "*" if s.key.symbol in report.touched else " "
-            out.append(f"  {mark} {_shift(s)}  {s.key.symbol} ({s.key.dso})")
-        if report.why_chains:
-            out += ["", "  call chains whose share moved (sampled function <- its callers):"]
-            for chain in report.why_chains:
-                mark = "*" if report.touched_frames(chain) else " "
-                out.append(f"  {mark} {_shift(chain)}  {chain_text(chain.key.frames)} ({chain.key.dso})")
-    elif report.touched:
-        out += ["", (f"functions the culprit's diff touches: {', '.join(report.touched)} (no profile was "
-                     "recorded: add the perf-profile monitor to the job to see where the time went)")]
+    out += _why_text(report)
     if report.bisection:
         b = report.bisection
         result = b.result or {}
@@ -339,7 +350,10 @@ def text(report: RegressionReport) -> str:
         confirmation = result.get("confirmation")
         if confirmation:
             low, high = confirmation["ci_pct"]
-            out.append(f"A/B of the culprit against its parent: {confirmation['decision']}, "
+            pair = ("the culprit against its parent" if not r.culprits else
+                    f"{str(result.get('first_bad_tested', '?'))[:12]} (the first bad commit tested) against "
+                    f"{str(result.get('parent', '?'))[:12]} (the last good one)")
+            out.append(f"A/B of {pair}: {confirmation['decision']}, "
                        f"{confirmation['change_pct']:+.2f}% [{low:+.2f}, {high:+.2f}], p={confirmation['p_value']:.2g}, "
                        f"{confirmation['samples']} samples")
         out.append(f"  {'#':>3} {'commit':<12} {'phase':<8} {'value':>10}  most probable then (P)")
@@ -350,6 +364,43 @@ def text(report: RegressionReport) -> str:
     if report.job_text is not None:
         out += ["", "job.yaml:"] + [f"  {line}" for line in report.job_text.splitlines()]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _why_text(report: RegressionReport) -> list[str]:
+    source = (f"the culprit's parent and the culprit interleaved with perf-profile, runs {report.why_runs[0]} "
+              f"and {report.why_runs[1]}" if report.why_runs else "the two runs' profiles")
+    touched = (f"  * marks a function the culprit's diff touches ({', '.join(report.touched)})"
+               if report.touched else None)
+    if report.why:
+        moved_what = "moved beyond noise, strongest first" if report.why_judged else \
+            "moved most (one profile a side: not told from noise)"
+        out = ["", f"why: symbols whose share of busy CPU time {moved_what} ({source})"]
+        if report.why_judged:
+            out.append("  each 95% interval is Bonferroni's over every symbol compared")
+        out += [touched] if touched else []
+        for s in report.why:
+            mark = "*" if s.key.symbol in report.touched else " "
+            out.append(f"  {mark} {_shift(s)}  {s.key.symbol} ({s.key.dso})")
+        if report.why_chains:
+            out += ["", "  call chains whose share moved (sampled function <- its callers):"]
+            for chain in report.why_chains:
+                mark = "*" if report.touched_frames(chain) else " "
+                out.append(f"  {mark} {_shift(chain)}  {chain_text(chain.key.frames)} ({chain.key.dso})")
+        return out
+    if report.why_shares:
+        who = "the culprit" if report.culprit else "the change"
+        out = ["", (f"why: no function's share of CPU time moved beyond noise: {who} makes the same code do more "
+                    f"or slower work ({source})"),
+               "  the top symbols' shares of busy CPU time, before -> after:"]
+        out += [touched] if touched else []
+        for s in report.why_shares:
+            mark = "*" if s.key.symbol in report.touched else " "
+            out.append(f"  {mark} {s.base_pct:6.2f}% -> {s.other_pct:6.2f}%  {s.key.symbol} ({s.key.dso})")
+        return out
+    if report.touched:
+        return ["", (f"functions the culprit's diff touches: {', '.join(report.touched)} (no profile was "
+                     "recorded: add the perf-profile monitor to the job to see where the time went)")]
+    return []
 
 
 # ---- HTML and JSON ----------------------------------------------------------------
@@ -416,6 +467,8 @@ def as_json(report: RegressionReport) -> dict[str, Any]:
         "why": [{**shift_json(w), "touched": w.key.symbol in report.touched} for w in report.why],
         "why_chains": [{**shift_json(c), "touched": report.touched_frames(c)} for c in report.why_chains],
         "why_runs": list(report.why_runs) if report.why_runs else None,
+        "why_judged": report.why_judged,
+        "why_shares": [{**shift_json(s), "touched": s.key.symbol in report.touched} for s in report.why_shares],
         "reproduce": report.reproduce(),
         "url": report.url,
     }

@@ -27,7 +27,15 @@ def regression_json(r: Regression) -> dict[str, Any]:
         "detected_at": r.detected_at.isoformat(), "updated_at": r.updated_at.isoformat(),
         "tracker": r.tracker, "good": r.good, "bad": r.bad, "bisection": r.bisection_id,
         "culprit": r.culprit, "culprit_subject": r.culprit_subject,
+        "culprits": [{"sha": c.sha, "subject": c.subject, "why": c.why} for c in r.culprits],
     }
+
+
+def culprit_range(r: Regression) -> str:
+    """A range of culprits in one line, as git bisect says it; "" without one."""
+    if not r.culprits:
+        return ""
+    return f"any of {len(r.culprits)}: " + " ".join(c.sha[:12] for c in r.culprits)
 
 
 def regressions_table(listed: Sequence[Regression]) -> Table:
@@ -35,7 +43,7 @@ def regressions_table(listed: Sequence[Regression]) -> Table:
     for name in ("id", "status", "kind", "metric", "case", "runs", "change [95% CI]", "culprit", "note"):
         table.add_column(name, overflow="fold")
     for r in listed:
-        culprit = f"{r.culprit[:12]} {r.culprit_subject}" if r.culprit else ""
+        culprit = f"{r.culprit[:12]} {r.culprit_subject}" if r.culprit else culprit_range(r)
         table.add_row(str(r.id), r.status, Text(r.kind, style=KIND_STYLE[r.kind]), r.metric, r.case_key,
                       f"{r.before_run_id} → {r.after_run_id}",
                       f"{r.change_pct:+.1f}% [{r.ci_pct[0]:+.1f}, {r.ci_pct[1]:+.1f}]", culprit, r.note or "")

@@ -89,6 +89,8 @@ def draw_graph(name: str, numbers: Sequence[DailyNumber], regressions: Sequence[
             at = positions[r.culprit]
             axes.axvline(at, color=color, linewidth=1.2)
             label += f" culprit {r.culprit[:12]}"
+        elif r.culprits:
+            label += f" culprit any of {r.culprits[0].sha[:8]}..{r.culprits[-1].sha[:8]}"
         axes.annotate(label, (at, bottom), fontsize=7, color=color, rotation=90, va="bottom", ha="right")
     style_axes(axes, title=f"{name}: the daily number (100 = first tested commit, higher is better)",
                xlabel="commit (first-parent position from `since`)", ylabel="number")

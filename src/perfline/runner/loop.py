@@ -48,6 +48,10 @@ class Observer(Protocol):
 
     def warning(self, message: str) -> None: ...
 
+    def step_started(self, run_id: int, repetition: int | None) -> None:
+        """A warm-up run (`repetition` None) or a repetition begins: after the benchmark's
+        set-up, or before it where each step sets the benchmark up again (A/B runs)."""
+
     def step_done(self, run_id: int, repetition: int | None, values: list[Measurement]) -> None:
         """`repetition` is None for a warm-up run, whose values are not stored."""
 
@@ -189,6 +193,7 @@ class CaseRun:
 
     def warm_up(self) -> None:
         for _ in range(self.case.warmup):
+            self.ctx.observer.step_started(self.run_id, None)
             values = self._step(self._run_once)
             self.ctx.observer.step_done(self.run_id, None, values)
 
@@ -213,6 +218,7 @@ class CaseRun:
                 observed.extend(m for monitor in self.monitors for m in monitor.stop())
             return values
 
+        self.ctx.observer.step_started(self.run_id, repetition)
         values = self._step(monitored)
         store = self.ctx.store
         store.add_samples(self.run_id, repetition, values, "benchmark")

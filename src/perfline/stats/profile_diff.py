@@ -59,8 +59,8 @@ def mean_shares(profiles: Sequence[Mapping[K, float]]) -> dict[K, float]:
     return {key: total / len(profiles) for key, total in totals.items()}
 
 
-def profile_diff(base: Mapping[K, float], other: Mapping[K, float], top: int = 10) -> list[Shift[K]]:
-    """The `top` largest shifts by absolute change, largest first.
+def profile_diff(base: Mapping[K, float], other: Mapping[K, float], top: int | None = 10) -> list[Shift[K]]:
+    """The `top` largest shifts by absolute change (None: all), largest first.
 
     An item missing on one side counts as 0 there. Stored profiles keep only each
     repetition's top items, so a small shift of an item near that cut-off may be one
@@ -73,6 +73,40 @@ def profile_diff(base: Mapping[K, float], other: Mapping[K, float], top: int = 1
     # Keys of one kind are tuples of one shape, so they order the ties the same way every time.
     found.sort(key=lambda s: (-abs(s.delta_pct), s.key))
     return found[:top]
+
+
+def top_shares(base: Sequence[Mapping[K, float]], other: Sequence[Mapping[K, float]],
+               top: int = 10) -> list[Shift[K]]:
+    """The `top` items by their larger mean share on either side, largest first, each with
+    both sides' shares and the interval of its shift: where the time goes, whether or not
+    it moved."""
+    if not base or not other:
+        return []
+    before, after = mean_shares(base), mean_shares(other)
+    keys = sorted(before.keys() | after.keys(), key=lambda k: (-max(before.get(k, 0.0), after.get(k, 0.0)), k))
+    found = [Shift(k, base_pct=before.get(k, 0.0), other_pct=after.get(k, 0.0),
+                   delta_pct=after.get(k, 0.0) - before.get(k, 0.0)) for k in keys[:top]]
+    return with_intervals(found, base, other)
+
+
+def moved(base: Sequence[Mapping[K, float]], other: Sequence[Mapping[K, float]],
+          confidence: float = 0.95) -> list[Shift[K]] | None:
+    """The items whose share moved beyond noise, strongest first (by how far the interval
+    stays from 0: the least the share can have moved); None when a side has under two
+    profiles, so that nothing can be judged.
+
+    Every item of either side is compared, each interval at Bonferroni's level, so the
+    list is right as a whole with `confidence`: with a hundred symbols at 95% each, five
+    would move by chance in a change that moves none.
+    """
+    if len(base) < 2 or len(other) < 2:
+        return None
+    compared = profile_diff(mean_shares(base), mean_shares(other), top=None)
+    if not compared:
+        return []
+    judged = with_intervals(compared, base, other, confidence=1 - (1 - confidence) / len(compared))
+    found = [s for s in judged if s.ci_pct is not None and (s.ci_pct[0] > 0 or s.ci_pct[1] < 0)]
+    return sorted(found, key=lambda s: (-min(abs(s.ci_pct[0]), abs(s.ci_pct[1])) if s.ci_pct else 0.0, s.key))
 
 
 def with_intervals(shifts: list[Shift[K]], base: Sequence[Mapping[K, float]],

@@ -11,6 +11,7 @@ from perfline.store.store import (
     Sample,
     SampleColumns,
     Store,
+    Suspect,
     sample_columns,
 )
 
@@ -25,6 +26,7 @@ __all__ = [
     "SampleColumns",
     "Store",
     "StoreUnavailable",
+    "Suspect",
     "resolve_url",
     "sample_columns",
 ]

@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from perfline.records.errors import UserError
 from perfline.records.status import BisectionStatus
-from perfline.store.engine import Sessions
+from perfline.store.engine import Sessions, by_id, storable_ids
 from perfline.store.schema import BisectBuildRow, BisectionRow, BisectSampleRow
 
 
@@ -84,7 +84,7 @@ class BisectionQueries:
         with self._session() as session:
             query = select(BisectionRow).order_by(BisectionRow.id.desc())
             if bisection_id is not None:
-                query = query.where(BisectionRow.id == bisection_id)
+                query = query.where(BisectionRow.id.in_(storable_ids([bisection_id])))
             elif unfinished:
                 query = query.where(BisectionRow.status == BisectionStatus.RUNNING)
             row = session.scalars(query).first()
@@ -127,6 +127,6 @@ class BisectionQueries:
 
     def finish_bisection(self, bisection_id: int, status: str, result: dict[str, Any]) -> None:
         with self._session.begin() as session:
-            row = session.get(BisectionRow, bisection_id)
+            row = by_id(session, BisectionRow, bisection_id)
             assert row is not None
             row.status, row.result, row.updated_at = status, result, datetime.now(UTC)

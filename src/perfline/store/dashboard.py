@@ -10,7 +10,7 @@ from typing import cast
 from sqlalchemy import func, select
 
 from perfline.records.status import RunStatus
-from perfline.store.engine import Sessions, aware
+from perfline.store.engine import Sessions, aware, by_id
 from perfline.store.schema import RegressionEventRow, RegressionRow, RunRow, SampleRow
 
 # Perfherder's alert states: what a person decided about a regression.
@@ -100,7 +100,7 @@ class DashboardQueries:
         now = datetime.now(UTC)
         events = []
         with self._session.begin() as session:
-            row = session.get(RegressionRow, regression_id)
+            row = by_id(session, RegressionRow, regression_id)
             if row is None:
                 raise LookupError(f"no regression with id {regression_id}")
             for field, value in changes.items():

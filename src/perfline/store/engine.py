@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -118,6 +118,34 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA synchronous=FULL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+Row = TypeVar("Row")
+# Every id the store hands out is a 64-bit signed integer (SQLite's and PostgreSQL's
+# bigint); a larger one from the command line or a URL names no row, and binding it would
+# raise OverflowError inside the driver.
+_ID_RANGE = range(-(2**63), 2**63)
+
+
+def by_id(session: Session, model: type[Row], ident: int) -> Row | None:
+    """The row with this id, or None: also for an id no row can have."""
+    return session.get(model, ident) if ident in _ID_RANGE else None
+
+
+def storable_ids(ids: Iterable[int]) -> list[int]:
+    """The ids a row can have, for `IN (...)` queries: the rest name nothing."""
+    return [i for i in ids if i in _ID_RANGE]
+
+
+def insert_ignoring_conflicts(session: Session, table: Any, rows: list[dict[str, Any]]) -> None:
+    """INSERT … ON CONFLICT DO NOTHING, in the session's dialect: rows keyed by content that
+    machines of a fleet (or two trackers) may insert at the same moment."""
+    # Each dialect's insert imported here: SQLite stores never load PostgreSQL's (0.04 s).
+    if session.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
+    session.execute(insert(table).values(rows).on_conflict_do_nothing())
 
 
 def aware(moment: datetime) -> datetime:

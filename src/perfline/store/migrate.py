@@ -28,6 +28,15 @@ def upgrade(connection: Connection) -> None:
     # of each command's start-up on the 2-vCPU VM, for nothing to do.
     if current_revision(connection) == head_revision():
         return
+    if connection.dialect.name == "sqlite":
+        # pysqlite runs DDL outside any transaction unless one was begun, so a kill in
+        # the middle of a migration left half a schema, and every later open failed
+        # ("table kernel_configs already exists", bench/track_chaos.py). SQLite's DDL is
+        # transactional: the whole upgrade is one transaction, committed with the
+        # connection's, and IMMEDIATE makes a second opener wait, then find it done.
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        if current_revision(connection) == head_revision():
+            return
     from alembic import command
 
     command.upgrade(alembic_config(connection), "head")

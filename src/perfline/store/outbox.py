@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import select
 
-from perfline.store.engine import Sessions
+from perfline.store.engine import Sessions, by_id
 from perfline.store.schema import OutboxRow
 
 
@@ -50,7 +50,7 @@ class OutboxQueries:
     def mail_attempted(self, letter_id: int, error: str | None) -> None:
         """Record a send: done (error None), or failed with its reason, to be retried."""
         with self._session.begin() as session:
-            row = session.get(OutboxRow, letter_id)
+            row = by_id(session, OutboxRow, letter_id)
             assert row is not None
             row.attempts += 1
             row.last_error = error

@@ -152,6 +152,9 @@ class RegressionRow(Base):
     bisection_id: Mapped[int | None] = mapped_column(ForeignKey("bisections.id", ondelete="SET NULL"))
     culprit: Mapped[str | None] = mapped_column(String(64))
     culprit_subject: Mapped[str | None] = mapped_column(Text)
+    # A bisection that ended on a range (a commit next to the change could not be built
+    # or run): each commit the change may be in, {"sha", "subject", "why"}; culprit empty.
+    culprits: Mapped[list[Any] | None] = mapped_column(JSON)
     # Triage by people (the dashboard), beside the tracker's own status: Perfherder's
     # states, an owner and a due date.
     triage: Mapped[str] = mapped_column(String(16), default="untriaged", server_default="untriaged")
@@ -185,6 +188,20 @@ class TrackerRow(Base):
     head: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+
+
+class CommitRow(Base):
+    """A commit's subject, author and date, kept when a tracker first sees it: reports and
+    pages name it after the repository is gone, and a dashboard server has no checkout."""
+
+    __tablename__ = "commits"
+    sha: Mapped[str] = mapped_column(String(64), primary_key=True)
+    subject: Mapped[str] = mapped_column(Text)
+    author: Mapped[str] = mapped_column(Text)
+    # As git wrote it (ISO 8601 with the committer's offset), which a timestamp column
+    # on SQLite would not keep.
+    date: Mapped[str | None] = mapped_column(String(40))
+    seen_at: Mapped[datetime]
 
 
 class DailyNumberRow(Base):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
-from sqlalchemy import CursorResult, Engine, delete, func, select, text, update
+from sqlalchemy import ColumnElement, CursorResult, Engine, delete, func, select, text, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -22,8 +22,19 @@ from perfline.records.status import RunStatus
 from perfline.stats.profile_diff import mean_shares
 from perfline.store import migrate
 from perfline.store.bisections import BisectionQueries
+from perfline.store.commits import CommitQueries
 from perfline.store.dashboard import DashboardQueries
-from perfline.store.engine import Sessions, StoreUnavailable, aware, connect, resolve_url, updated
+from perfline.store.engine import (
+    Sessions,
+    StoreUnavailable,
+    aware,
+    by_id,
+    connect,
+    insert_ignoring_conflicts,
+    resolve_url,
+    storable_ids,
+    updated,
+)
 from perfline.store.fleet import TAKEN_BACK, FleetQueries
 from perfline.store.imports import ImportQueries
 from perfline.store.kexec_boots import KexecBootQueries
@@ -56,6 +67,8 @@ class RunNotFound(UserError, LookupError):
 
 # The kernel a qemu run booted is in its settings (targets.guest), not a column of its own.
 _VM_KERNEL = RunRow.settings["vm_kernel"].as_string()
+# A LIMIT the drivers bind (64-bit): "all of them" for any store.
+_MAX_LIMIT = 2**62
 _HAS_SAMPLES = select(SampleRow.id).where(SampleRow.run_id == RunRow.id).exists()
 
 
@@ -129,6 +142,15 @@ class RunValues:
 
 
 @dataclass(frozen=True)
+class Suspect:
+    """A commit a regression may be in, when its bisection ended on a range."""
+
+    sha: str
+    subject: str
+    why: str  # "measured bad", "did not build", "the benchmark failed on two builds"
+
+
+@dataclass(frozen=True)
 class Regression:
     id: int
     metric: str
@@ -153,6 +175,8 @@ class Regression:
     bisection_id: int | None = None
     culprit: str | None = None
     culprit_subject: str | None = None
+    # A range instead of one culprit (a commit next to the change could not be tested).
+    culprits: tuple[Suspect, ...] = ()
     # Triage by people (the dashboard): Perfherder's states, an owner, a due date.
     triage: str = "untriaged"
     owner: str | None = None
@@ -160,7 +184,7 @@ class Regression:
 
 
 class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, ImportQueries, FleetQueries,
-            KexecBootQueries):
+            CommitQueries, KexecBootQueries):
     def __init__(self, engine: Engine, outage_wait_s: float = 0.0) -> None:
         self.engine = engine
         self._session = Sessions(sessionmaker(engine, expire_on_commit=False), outage_wait_s)
@@ -379,7 +403,7 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
                 select(RunRow, func.coalesce(counts.c.n, 0))
                 .outerjoin(counts, counts.c.run_id == RunRow.id)
                 .order_by(RunRow.started_at.desc(), RunRow.id.desc())
-                .limit(limit)
+                .limit(min(limit, _MAX_LIMIT))
             ).all()
             return [_info(run, n) for run, n in rows]
 
@@ -391,6 +415,7 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
         vm_kernel: str | None = None,
         benchmark: str | None = None,
         with_samples: bool = True,
+        status: RunStatus | None = None,
     ) -> list[int]:
         """Ids of runs matching every given filter, oldest first. `vm_kernel`: the
         registered kernel the run's VM booted (target qemu)."""
@@ -405,21 +430,33 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
             query = query.where(RunRow.benchmark == benchmark)
         if with_samples:
             query = query.where(_HAS_SAMPLES)
+        if status is not None:
+            query = query.where(RunRow.status == status)
         with self._session() as session:
             return list(session.scalars(query))
 
     def completed_cases(self, label: str, machine_ids: Collection[str]) -> dict[str, set[tuple[str, str]]]:
         """Per kernel commit: the (benchmark, case key) of every completed run with this
         label on these machines, interleaved re-runs left out (a tracker's tested commits)."""
+        done = self._cases_by_commit(label, machine_ids, RunStatus.COMPLETED, _HAS_SAMPLES)
+        return {commit: set(found) for commit, found in done.items()}
+
+    def failed_cases(self, label: str, machine_ids: Collection[str]) -> dict[str, Counter[tuple[str, str]]]:
+        """Per kernel commit: how many runs of each (benchmark, case key) with this label
+        on these machines failed (a killed run is interrupted, not failed)."""
+        return self._cases_by_commit(label, machine_ids, RunStatus.FAILED)
+
+    def _cases_by_commit(self, label: str, machine_ids: Collection[str], status: RunStatus,
+                         *where: ColumnElement[bool]) -> dict[str, Counter[tuple[str, str]]]:
         query = (select(RunRow.kernel_commit, RunRow.benchmark, RunRow.case_key, RunRow.settings)
                  .where(RunRow.label == label, RunRow.machine_id.in_(list(machine_ids)),
-                        RunRow.status == RunStatus.COMPLETED, RunRow.kernel_commit.is_not(None), _HAS_SAMPLES))
-        done: dict[str, set[tuple[str, str]]] = defaultdict(set)
+                        RunRow.status == status, RunRow.kernel_commit.is_not(None), *where))
+        found: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)
         with self._session() as session:
             for commit, benchmark, case_key, settings in session.execute(query):
                 if not (settings or {}).get("interleaved"):
-                    done[commit].add((benchmark, case_key))
-        return dict(done)
+                    found[commit][(benchmark, case_key)] += 1
+        return dict(found)
 
     def runs_started(self, labels: Collection[str], since: datetime) -> tuple[int, datetime | None]:
         """How many runs with one of these labels started at or after `since`, and when
@@ -450,7 +487,7 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
 
     def run_cases(self, run_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
         """Each run's benchmark and case key, in one query."""
-        query = select(RunRow.id, RunRow.benchmark, RunRow.case_key).where(RunRow.id.in_(list(run_ids)))
+        query = select(RunRow.id, RunRow.benchmark, RunRow.case_key).where(RunRow.id.in_(storable_ids(run_ids)))
         with self._session() as session:
             return {run_id: (benchmark, case_key) for run_id, benchmark, case_key in session.execute(query)}
 
@@ -458,7 +495,7 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
         """Several runs in the order given, in three queries, and their samples as
         columns: a side of a comparison by label may hold thousands of runs."""
         with self._session() as session:
-            rows = {run.id: run for run in session.scalars(select(RunRow).where(RunRow.id.in_(list(run_ids))))}
+            rows = {run.id: run for run in session.scalars(select(RunRow).where(RunRow.id.in_(storable_ids(run_ids))))}
             missing = [i for i in run_ids if i not in rows]
             if missing:
                 raise RunNotFound(f"no run with id {missing[0]} (see `perfline runs`)")
@@ -613,14 +650,14 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
 
     def get_regression(self, regression_id: int) -> Regression:
         with self._session() as session:
-            row = session.get(RegressionRow, regression_id)
+            row = by_id(session, RegressionRow, regression_id)
             if row is None:
                 raise RunNotFound(f"no regression with id {regression_id} (see `perfline regressions`)")
             return _regression(row)
 
     def set_regression_status(self, regression_id: int, status: str, note: str | None) -> Regression:
         with self._session.begin() as session:
-            row = session.get(RegressionRow, regression_id)
+            row = by_id(session, RegressionRow, regression_id)
             if row is None:
                 raise RunNotFound(f"no regression with id {regression_id} (see `perfline regressions`)")
             row.status, row.updated_at = status, _now()
@@ -630,16 +667,21 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
             return _regression(row)
 
     def set_regression_narrowing(self, regression_id: int, *, bisection_id: int | None = None,
-                                 culprit: str | None = None, culprit_subject: str | None = None) -> Regression:
-        """Link the bisection that narrows a tracker's regression, then its culprit."""
+                                 culprit: str | None = None, culprit_subject: str | None = None,
+                                 culprits: Sequence[Suspect] = ()) -> Regression:
+        """Link the bisection that narrows a tracker's regression, then its culprit, or
+        the range of commits it may be in (culprits; the culprit is then cleared)."""
         with self._session.begin() as session:
-            row = session.get(RegressionRow, regression_id)
+            row = by_id(session, RegressionRow, regression_id)
             if row is None:
                 raise RunNotFound(f"no regression with id {regression_id} (see `perfline regressions`)")
             if bisection_id is not None:
                 row.bisection_id = bisection_id
             if culprit is not None:
-                row.culprit, row.culprit_subject = culprit, culprit_subject
+                row.culprit, row.culprit_subject, row.culprits = culprit, culprit_subject, None
+            if culprits:
+                row.culprit, row.culprit_subject = None, None
+                row.culprits = [{"sha": c.sha, "subject": c.subject, "why": c.why} for c in culprits]
             row.updated_at = _now()
             session.flush()
             return _regression(row)
@@ -650,7 +692,7 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
             return row.content if row else None
 
     def _run(self, session: Session, run_id: int) -> RunRow:
-        run = session.get(RunRow, run_id)
+        run = by_id(session, RunRow, run_id)
         if run is None:
             raise RunNotFound(f"no run with id {run_id} (see `perfline runs`)")
         return run
@@ -676,12 +718,7 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
 def _insert_once(session: Session, table: type[KernelConfig | MetricRow], **values: Any) -> None:
     """Insert a row keyed by content unless it is there: machines of a fleet running the
     same kernel or benchmark for the first time insert the same key at the same moment."""
-    # Each dialect's insert imported here: SQLite stores never load PostgreSQL's (0.04 s).
-    if session.get_bind().dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
-    session.execute(insert(table).values(**values).on_conflict_do_nothing())
+    insert_ignoring_conflicts(session, table, [values])
 
 def _by_repetition(rows: Iterable[tuple[int, K, float]]) -> list[dict[K, float]]:
     """(repetition, key, share) rows as one share table per repetition, in order."""
@@ -723,6 +760,7 @@ def _regression(row: RegressionRow) -> Regression:
         bisection_id=row.bisection_id,
         culprit=row.culprit,
         culprit_subject=row.culprit_subject,
+        culprits=tuple(Suspect(c["sha"], c["subject"], c["why"]) for c in row.culprits or ()),
         triage=row.triage or "untriaged",
         owner=row.owner,
         due=row.due,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -33,3 +36,17 @@ def read_or_empty(path: Path) -> str:
         return path.read_text().strip()
     except OSError:
         return ""
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (made if missing): processes of this host that
+    share perfline's cache (workers, a tracker beside a bisection) take turns. The
+    kernel drops the lock with its holder, so a killed holder never leaves it held."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

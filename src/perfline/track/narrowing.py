@@ -17,15 +17,15 @@ from perfline.analysis.regressions import CannotConfirm, Reproduction, confirm, 
 from perfline.bisect import session
 from perfline.bisect.driver import Progress
 from perfline.bisect.session import BisectionFailed, StartRequest
-from perfline.bisect.worktree import Builder, cache_dir
+from perfline.builds.worktree import Builder, cache_dir
 from perfline.git import commit_info
 from perfline.jobs import expand
 from perfline.monitors import MONITORS, MonitorUnavailable
 from perfline.records.job import Case
-from perfline.records.status import BisectionStatus, RegressionStatus
+from perfline.records.status import BisectionStatus, RegressionStatus, RunStatus
 from perfline.runner import RunContext, execute_interleaved
 from perfline.stats.sequential import SequentialPlan
-from perfline.store import Regression, Store
+from perfline.store import Regression, Store, Suspect
 from perfline.store.bisections import BisectionRecord
 from perfline.track.budget import Budget
 from perfline.track.testing import at_commit, cases
@@ -57,8 +57,9 @@ def narrow(store: Store, spec: TrackerSpec, regression: Regression, repo: Path, 
         regression = _confirm(store, spec, regression, builder, ctx, budget, notify, queue)
     if regression.status == RegressionStatus.CONFIRMED:
         regression = _bisect(store, spec, regression, repo, budget, progress, notify, pace_tolerance, queue)
-    if (regression.status == RegressionStatus.BISECTED and queue is None
-            and not store.find_runs(label=why_label(regression.id))):
+    # A range has no one commit to profile against its parent.
+    if (regression.status == RegressionStatus.BISECTED and regression.culprit is not None and queue is None
+            and not store.find_runs(label=why_label(regression.id), status=RunStatus.COMPLETED)):
         _explain(store, spec, regression, repo, builder, ctx, budget, notify)
     return regression
 
@@ -150,17 +151,38 @@ def _bisect(store: Store, spec: TrackerSpec, regression: Regression, repo: Path,
                 return regression
             record = store.bisection(record.id)
     result = record.result or {}
-    culprit = result.get("culprit")
-    if record.status in (BisectionStatus.FOUND, BisectionStatus.UNCONFIRMED, BisectionStatus.BUDGET) and culprit:
-        commit = commit_info(repo, culprit)
-        regression = store.set_regression_narrowing(regression.id, culprit=commit.sha, culprit_subject=commit.subject)
-        note = f"bisection {record.id}: {record.status}, culprit {commit.sha[:12]} {commit.subject}"
-        # A bisection out of runs names its best guess, which is not a finding.
-        status = RegressionStatus.BUDGET if record.status == BisectionStatus.BUDGET else RegressionStatus.BISECTED
-        regression = transition(store, regression.id, status, note)
-        notify(f"regression {regression.id}: {note}")
+    culprits: list[str] = result.get("culprits") or ([result["culprit"]] if result.get("culprit") else [])
+    if record.status in NAMED and culprits:
+        regression = _record_culprit(store, regression, record, repo, culprits, result.get("untestable") or {},
+                                     notify)
     elif record.status != BisectionStatus.RUNNING:
         notify(f"regression {regression.id}: bisection {record.id} ended {record.status}; left confirmed")
+    return regression
+
+
+# Bisection outcomes that name commits: the culprit or the range, or the best guess.
+NAMED = (BisectionStatus.FOUND, BisectionStatus.RANGE, BisectionStatus.UNCONFIRMED, BisectionStatus.BUDGET)
+
+
+def _record_culprit(store: Store, regression: Regression, record: BisectionRecord, repo: Path, culprits: list[str],
+                    untestable: dict[str, str], notify: Notify) -> Regression:
+    """The bisection's answer on the record: one culprit, or the range of commits the
+    change may be in when a commit next to it could not be tested (never one of them
+    picked: git bisect's "the first bad commit could be any of")."""
+    commits = [commit_info(repo, sha) for sha in culprits]
+    if len(commits) == 1:
+        [commit] = commits
+        regression = store.set_regression_narrowing(regression.id, culprit=commit.sha, culprit_subject=commit.subject)
+        note = f"bisection {record.id}: {record.status}, culprit {commit.sha[:12]} {commit.subject}"
+    else:
+        suspects = [Suspect(c.sha, c.subject, untestable.get(c.sha, "measured bad")) for c in commits]
+        regression = store.set_regression_narrowing(regression.id, culprits=suspects)
+        note = (f"bisection {record.id}: {record.status}, the first bad commit could be any of: "
+                + "; ".join(f"{s.sha[:12]} {s.subject} ({s.why})" for s in suspects))
+    # A bisection out of runs names its best guess, which is not a finding.
+    status = RegressionStatus.BUDGET if record.status == BisectionStatus.BUDGET else RegressionStatus.BISECTED
+    regression = transition(store, regression.id, status, note)
+    notify(f"regression {regression.id}: {note}")
     return regression
 
 

@@ -8,7 +8,7 @@ from datetime import date
 from pathlib import Path
 
 from perfline import git
-from perfline.bisect.worktree import cache_dir
+from perfline.builds.worktree import cache_dir
 from perfline.store import Store
 from perfline.track.tracker_file import TrackerSpec
 

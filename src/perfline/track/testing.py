@@ -8,28 +8,30 @@ again, and never a second run of a finished case.
 
 from __future__ import annotations
 
-import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
 from perfline import git
-from perfline.bisect import kernel
-from perfline.bisect.measure import SETTLE_AFTER_BUILD_S
-from perfline.bisect.worktree import Builder
+from perfline.builds import kernel
+from perfline.builds.worktree import Builder
 from perfline.jobs import expand
 from perfline.records.job import Case
 from perfline.records.status import RunStatus
 from perfline.runner import RunContext, execute
 from perfline.store import Store
-from perfline.system.disturbances import wait_for_quiet
 from perfline.track.budget import Budget
 from perfline.track.machines import Measuring
 from perfline.track.selection import selected
 from perfline.track.tracker_file import TrackerSpec
 
 Notify = Callable[[str], None]
+# A case that failed this many times, each on its own build, makes its commit untestable:
+# a failure, then a fresh checkout built again and one more run (a half-written build
+# output, a benchmark's rare crash: neither may condemn a commit).
+UNTESTABLE_AFTER = 2
 
 
 def cases(spec: TrackerSpec) -> list[Case]:
@@ -51,14 +53,17 @@ def builder_for(spec: TrackerSpec, repo: Path, notify: Notify) -> Builder:
 def pending(spec: TrackerSpec, repo: Path, history: list[git.Commit], branch: str, store: Store,
             where: Measuring, builder: Builder, now: datetime) -> list[git.Commit]:
     """Selected commits not yet tested, oldest first; a commit whose build failed before
-    is left out (it would fail again; a new build command builds it anew)."""
+    is left out (it would fail again; a new build command builds it anew), and so is one
+    a case of which failed on two builds (untestable)."""
     wanted = {(case.benchmark, case.key) for case in cases(spec)}
     done = store.completed_cases(spec.name, where.machine_ids)
+    failed = store.failed_cases(spec.name, where.machine_ids)
     tagged = {sha for _, sha in git.tags(repo, spec.select.tags, branch)} if spec.select.tags else set()
     _, newest = store.runs_started([spec.name], datetime.min.replace(tzinfo=now.tzinfo))
     chosen = selected(spec.select, history, tagged, newest, now)
     return [c for c in chosen
-            if not wanted <= done.get(c.sha, set()) and not _failed_before(builder, c.sha)]
+            if not wanted <= done.get(c.sha, set()) and not _failed_before(builder, c.sha)
+            and not any(n >= UNTESTABLE_AFTER for n in failed.get(c.sha, {}).values())]
 
 
 def _failed_before(builder: Builder, sha: str) -> bool:
@@ -94,18 +99,34 @@ def test_commit(spec: TrackerSpec, commit: git.Commit, store: Store, builder: Bu
         notify(f"{commit.sha[:12]} ({commit.subject}) does not build; left out:\n{built.log_tail}")
         return Tested(commit, 0, False, "does not build")
     done = store.completed_cases(spec.name, where.machine_ids).get(commit.sha, set())
-    here, on_commit = at_commit(spec, builder, ctx, commit.sha, spec.name)
+    failed = store.failed_cases(spec.name, where.machine_ids).get(commit.sha, Counter())
     runs = 0
     for case in cases(spec):
-        if (case.benchmark, case.key) in done:
+        key = (case.benchmark, case.key)
+        if key in done:
             continue
-        if budget.left() == 0:
-            return Tested(commit, runs, False, "budget spent for today")
-        if builder.last_built_at is not None and time.monotonic() - builder.last_built_at < SETTLE_AFTER_BUILD_S:
-            wait_for_quiet()  # what the build left running must not be measured with the first run
-        runs += 1
-        outcome = execute(on_commit(case), here)
-        if outcome.status != RunStatus.COMPLETED:
+        for attempt in range(failed[key], UNTESTABLE_AFTER):
+            if budget.left() == 0:
+                return Tested(commit, runs, False, "budget spent for today")
+            # The run before failed: from a fresh checkout, so that nothing an earlier
+            # build or run left in the tree (or a kill between the two) decides.
+            if attempt > 0 and not builder.rebuild(commit.sha).ok:
+                notify(f"{commit.sha[:12]} ({commit.subject}) no longer builds from a fresh checkout")
+                return Tested(commit, runs, False, "does not build")
+            here, on_commit = at_commit(spec, builder, ctx, commit.sha, spec.name)
+            builder.settle()
+            runs += 1
+            outcome = execute(on_commit(case), here)
+            if outcome.status == RunStatus.COMPLETED:
+                break
             notify(f"{commit.sha[:12]}: run {outcome.run_id} of {case.benchmark} {outcome.status}: {outcome.error}")
-            return Tested(commit, runs, False, f"run {outcome.run_id} {outcome.status}")
+            if outcome.status != RunStatus.FAILED:
+                return Tested(commit, runs, False, f"run {outcome.run_id} {outcome.status}")
+            if attempt + 1 < UNTESTABLE_AFTER:
+                notify(f"{commit.sha[:12]}: building it again from a fresh checkout and running once more")
+        else:
+            runs_failed = store.failed_cases(spec.name, where.machine_ids).get(commit.sha, Counter())[key]
+            notify(f"{commit.sha[:12]} ({commit.subject}) is untestable: {case.benchmark} failed on "
+                   f"{runs_failed} builds (each failed run keeps its output: perfline runs, perfline show ID)")
+            return Tested(commit, runs, False, "untestable")
     return Tested(commit, runs, True)

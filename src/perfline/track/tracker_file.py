@@ -16,7 +16,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from perfline import git
 from perfline.jobs import JobError, JobSpec, load_job
-from perfline.jobs.parse import job_from_node
+from perfline.jobs.parse import compose_yaml, construct_value, job_from_node
 
 KEYS = ("name", "repo", "branch", "select", "since", "build", "jobs", "narrow", "budget", "reference", "floor",
         "report", "fleet")
@@ -95,12 +95,7 @@ def load_tracker(path: Path) -> TrackerSpec:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise JobError(path, None, f"cannot read the tracker file: {reason}") from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise JobError(path, mark.line + 1 if mark else None, f"invalid YAML: {exc.problem}") from None
-    return _Reader(path, text).tracker(root)
+    return _Reader(path, text).tracker(compose_yaml(path, text))
 
 
 class _Reader:
@@ -128,7 +123,7 @@ class _Reader:
     def scalar(self, node: Node, what: str) -> Any:
         if not isinstance(node, ScalarNode):
             raise self.error(node, f"{what} must be a single value")
-        return yaml.constructor.SafeConstructor().construct_object(node)
+        return construct_value(node, yaml.constructor.SafeConstructor(), lambda message: self.error(node, message))
 
     def string(self, node: Node, what: str) -> str:
         value = self.scalar(node, what)

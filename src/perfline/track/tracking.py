@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from perfline import git
 from perfline.bisect.driver import Progress
-from perfline.bisect.worktree import Builder
+from perfline.builds.worktree import Builder
 from perfline.records.status import BisectionStatus, RegressionStatus
 from perfline.runner import RunContext
 from perfline.store import Regression, Store
@@ -67,6 +67,9 @@ def _pass(store: Store, spec: TrackerSpec, ctx: RunContext, queue: FleetQueue | 
                                    resolve_since(spec, repo, head))
     store.set_tracker_head(spec.name, head)
     history = [git.commit_info(repo, tracker.since), *git.first_parent(repo, tracker.since, head)]
+    # Kept now, while the tree is at hand: the commits tested, and the ranges bisected
+    # (first-parent too), are named by reports and pages after it is gone.
+    store.remember_commits(history)
     builder = builder_for(spec, repo, notify)
     budget = Budget.today(store, spec.name, spec.runs_per_day, now)
     where = measuring(store, spec)

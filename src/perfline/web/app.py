@@ -225,11 +225,12 @@ def _by_range(listed: list[Regression]) -> list[dict[str, Any]]:
         groups[key].append(r)
     out = []
     for (tracker, first, last), members in groups.items():
-        culprit = next((r for r in members if r.culprit), None)
+        culprit = next((r for r in members if r.culprit or r.culprits), None)
         out.append({"tracker": tracker, "range": f"{str(first)[:12]}..{str(last)[:12]}" if tracker or
                     isinstance(first, str) else f"runs {first}..{last}", "regressions": members,
                     "culprit": culprit.culprit if culprit else None,
                     "culprit_subject": culprit.culprit_subject if culprit else None,
+                    "culprits": culprit.culprits if culprit else (),
                     "newest": max(r.updated_at for r in members)})
     return sorted(out, key=lambda g: g["newest"], reverse=True)
 

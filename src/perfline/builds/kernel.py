@@ -1,16 +1,17 @@
-"""Kernel bisection: build each probe commit's bzImage, boot it with the job.
+"""Kernel builds of a tree's commits (bisections, kernel trackers), and booting them.
 
-`perfline bisect start --kernel-tree DIR --config FILE --job JOB` is a bisection whose
-build command this module writes and whose measurement boots the build in a VM:
+`perfline bisect start --kernel-tree DIR --config FILE --job JOB` and a tracker with
+`build: {kernel: ...}` build with the command this module writes and boot each build in
+a VM:
 
 - **Build** (once per commit, by `KernelBuilder`): in the commit's own worktree, copy
   the config, `make olddefconfig`, `make -j$(nproc) bzImage`, with `CC="ccache gcc"`
   when ccache is installed; the whole make output goes to `perfline-build.log`. Then
   only the bzImage, the .config and the log are kept, and the worktree (4.2 GB with a
   distribution config) is removed: a bisection's disk is its images, not its trees.
-- **Measure**: the kept bzImage is registered as kernel `bisect-<id>-<sha12>` (again
-  the same image: a no-op), and the job's one case runs with target qemu and that
-  kernel.
+- **Measure**: the kept bzImage is registered as a kernel (`bisect-<id>-<sha12>`,
+  `track-<name>-<sha12>`; again the same image: a no-op), and the job's case runs with
+  target qemu and that kernel.
 
 The bisection's record names the config (`BisectionSpec.kernel_config`), a copy in
 perfline's cache under its content hash, made at start: editing the file afterwards
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from perfline import git
 from perfline.benchmarks import BENCHMARKS
-from perfline.bisect.worktree import Build, Builder, cache_dir
+from perfline.builds.worktree import Build, Builder, cache_dir
 from perfline.jobs.vm import check_guest_job
 from perfline.records.errors import UserError
 from perfline.records.job import Case, JobError, VmSpec
@@ -127,7 +128,8 @@ class KernelBuilder(Builder):
 
     What is kept lives under `kernels/<build key>/<sha>` beside the worktrees, and the
     build's outcome with it, so a kept build is never built again; a kill before the
-    outcome is recorded leaves the worktree, and the build is run in it again.
+    outcome is recorded leaves the worktree with its start marker, and the build is
+    run again from a fresh checkout (Builder's rules).
     """
 
     def __init__(self, repo: Path, build: str, announce: Callable[[str], None] = lambda _: None) -> None:
@@ -143,26 +145,22 @@ class KernelBuilder(Builder):
     def result_path(self, sha: str) -> Path:
         return self.kept(sha) / "result"
 
-    def build(self, sha: str) -> Build:
-        built = self.recorded(sha)
-        if built is None:
-            tree = self.tree(sha)
-            self.announce(f"building {sha[:12]}: make olddefconfig && make -j bzImage, log in "
-                          f"{tree / LOG_NAME} (kept as {self.log_path(sha)})")
-            made = self.run_build(tree)
-            self.keep(tree, sha, made.ok)
-            built = self.record(sha, made)
-        # Also a worktree left by a kill between recording the build and removing it.
-        self.drop_tree(sha)
-        return built
+    def run_build(self, tree: Path) -> Build:
+        self.announce(f"building {tree.name[:12]}: make olddefconfig && make -j bzImage, log in "
+                      f"{tree / LOG_NAME} (kept as {self.log_path(tree.name)})")
+        return super().run_build(tree)
 
-    def keep(self, tree: Path, sha: str, ok: bool) -> None:
+    def keep(self, tree: Path, sha: str, made: Build) -> None:
         kept = self.kept(sha)
         shutil.rmtree(kept, ignore_errors=True)  # what a kill during an earlier keep left
         kept.mkdir(parents=True)
         wanted = [(LOG_NAME, LOG_NAME)]
-        if ok:
+        if made.ok:
             wanted += [(str(IMAGE), KEPT_IMAGE), (".config", KEPT_CONFIG)]
         for source, name in wanted:
             if (tree / source).is_file():
                 shutil.copyfile(tree / source, kept / name)
+
+    def done(self, sha: str) -> None:
+        # Also a worktree left by a kill between recording the build and removing it.
+        self.drop_tree(sha)

@@ -1,15 +1,15 @@
 """kexec boots: what a machine booted into a kernel under test is to do, and how it went
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0013
+Revises: 0012
 Create Date: 2026-11-26 22:40:00
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0011'
-down_revision = '0010'
+revision = '0013'
+down_revision = '0012'
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,170 @@
+"""Commits of a tree, each checked out in its own git worktree and built once.
+
+The user's checkout is never touched: every commit gets a detached worktree under
+perfline's cache, and its build result is kept there, keyed by the build command, so a
+resumed bisection or tracker builds nothing twice. git records each worktree under the
+repository's .git/worktrees; `release` removes the trees and those records.
+
+The fault rules, so that a kill at any moment changes nothing in an answer:
+
+- A worktree counts only once its completion marker exists, written after `git worktree
+  add` returned: a kill during the checkout (14 s for a kernel tree) leaves a directory
+  with a `.git` but without all of its files.
+- A build counts only once its result is recorded, written last and atomically. A build
+  that started (its start marker exists) and recorded nothing was cut short: its tree is
+  thrown away and checked out afresh before building again, because an interrupted
+  `make` leaves half-written outputs newer than their sources, which the next `make`
+  takes as up to date (a kill during the link left a truncated `bench` that exited 126,
+  and its commit was judged untestable).
+- `rebuild` (after a benchmark failed at the commit) forgets the result and builds from
+  a fresh checkout: a failure that a fresh build cures was the build's, not the commit's.
+- Builds of one commit are serialised by a lock per commit: every process of this host
+  that shares the cache (fleet workers, a tracker, a bisection) waits for the other.
+- A dropped tree is first renamed aside, so a build process that outlived a killed
+  perfline writes into the discarded copy, never into the fresh checkout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfline import git
+from perfline.system.disturbances import wait_for_quiet
+from perfline.system.files import locked, write_durably
+from perfline.system.process import tail
+from perfline.targets import kernels
+
+BUILD_TIMEOUT_S = 3 * 3600.0
+COMPLETE = ".perfline-worktree-complete"
+# A run this soon after a build of this process waits for the CPUs to go quiet first:
+# what the build left running (a linker, ccache's cleanup) must not be measured.
+SETTLE_AFTER_BUILD_S = 30.0
+
+
+@dataclass(frozen=True)
+class Build:
+    ok: bool
+    seconds: float
+    log_tail: str
+    cached: bool
+
+
+def cache_dir() -> Path:
+    """Where commits are checked out and built, under perfline's cache."""
+    return kernels.cache_dir() / "worktrees"
+
+
+class Builder:
+    def __init__(self, repo: Path, build: str, root: Path | None = None) -> None:
+        self.repo = repo.resolve()
+        self.command = build
+        digest = hashlib.sha256(str(self.repo).encode()).hexdigest()[:16]
+        self.root = (root or cache_dir()) / digest
+        # Results are keyed by the build command: changing the command rebuilds.
+        self.key = hashlib.sha256(build.encode()).hexdigest()[:12]
+        # When the last build this process ran ended (time.monotonic()), if any.
+        self.last_built_at: float | None = None
+
+    # -- trees ------------------------------------------------------------------------
+
+    def tree(self, sha: str) -> Path:
+        """The commit's worktree, created on first use and again if it was cut short."""
+        path = self.root / sha
+        if not (path / COMPLETE).exists():
+            self.drop_tree(sha)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            git.add_worktree(self.repo, path, sha)
+            write_durably(path / COMPLETE, f"{sha}\n")
+        return path
+
+    def drop_tree(self, sha: str) -> None:
+        """Remove the commit's worktree, whole or half-made, and git's record of it."""
+        path = self.root / sha
+        if not path.exists():
+            return
+        aside = path.with_name(f".dropped-{sha}-{os.getpid()}-{time.monotonic_ns()}")
+        path.rename(aside)
+        git.remove_worktree(self.repo, path)  # git's record, locked or not; the files are aside
+        shutil.rmtree(aside, ignore_errors=True)
+
+    def release(self, shas: list[str]) -> None:
+        """Remove these commits' worktrees and prune git's records of them: the
+        repository keeps no trace of perfline once a bisection has ended."""
+        for sha in shas:
+            self.drop_tree(sha)
+        git.prune_worktrees(self.repo)
+
+    # -- builds -----------------------------------------------------------------------
+
+    def result_path(self, sha: str) -> Path:
+        """Where the build's outcome is recorded: in the worktree, which keeps the build."""
+        return self.root / sha / f".perfline-build-{self.key}"
+
+    def started_path(self, sha: str) -> Path:
+        """Written before the build command runs: a tree with it and without a result
+        holds an interrupted build's outputs."""
+        return self.root / sha / f".perfline-building-{self.key}"
+
+    def recorded(self, sha: str) -> Build | None:
+        """The commit's build as recorded, if it finished."""
+        path = self.result_path(sha)
+        if not path.is_file():
+            return None
+        status, _, log = path.read_text().partition("\n")
+        ok, seconds = status.split()
+        return Build(ok == "ok", float(seconds), log, cached=True)
+
+    def build(self, sha: str) -> Build:
+        """The commit built with the command: the recorded result, or a build now."""
+        with locked(self.root / ".locks" / sha):
+            built = self.recorded(sha)
+            if built is None:
+                if self.started_path(sha).exists():
+                    self.drop_tree(sha)  # an interrupted build: from a fresh checkout
+                tree = self.tree(sha)
+                write_durably(self.started_path(sha), f"{self.command}\n")
+                made = self.run_build(tree)
+                self.keep(tree, sha, made)
+                built = self.record(sha, made)
+            self.done(sha)
+            return built
+
+    def rebuild(self, sha: str) -> Build:
+        """The commit built again from a fresh checkout, its recorded result forgotten."""
+        with locked(self.root / ".locks" / sha):
+            self.result_path(sha).unlink(missing_ok=True)
+            self.drop_tree(sha)
+        return self.build(sha)
+
+    def run_build(self, tree: Path) -> Build:
+        started = time.monotonic()
+        try:
+            proc = subprocess.run(["/bin/sh", "-c", self.command], cwd=tree, capture_output=True,
+                                  text=True, timeout=BUILD_TIMEOUT_S, check=False)
+            ok, output = proc.returncode == 0, proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired:
+            ok, output = False, f"build timed out after {BUILD_TIMEOUT_S:.0f} s"
+        self.last_built_at = time.monotonic()
+        return Build(ok, self.last_built_at - started, tail(output), cached=False)
+
+    def keep(self, tree: Path, sha: str, made: Build) -> None:
+        """What a build keeps once it ran (a kernel build copies its image out)."""
+
+    def record(self, sha: str, build: Build) -> Build:
+        """Written last and atomically: a build killed before this is built again."""
+        write_durably(self.result_path(sha), f"{'ok' if build.ok else 'failed'} {build.seconds:.3f}\n{build.log_tail}")
+        return build
+
+    def done(self, sha: str) -> None:
+        """After the build is known (a kernel build drops its 4 GB tree)."""
+
+    def settle(self) -> None:
+        """Before a measurement: wait for quiet CPUs if this process built a moment ago."""
+        if self.last_built_at is not None and time.monotonic() - self.last_built_at < SETTLE_AFTER_BUILD_S:
+            wait_for_quiet()
