@@ -16,6 +16,17 @@ from noise import SET_NOISE
 from perfline.system.pgserver import PrivateServer
 from perfline.system.process import ToolMissing
 from perfline.targets.kernels import CACHE_ENV, Kernel
+from perfline.targets.machine_settings import SETTINGS_ENV
+
+
+@pytest.fixture(scope="session", autouse=True)
+def machine_settings_elsewhere(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """No test can opt this machine into target kexec: perfline's machine settings, for
+    every test and every perfline it starts, are a file in a temporary directory."""
+    path = tmp_path_factory.mktemp("machine-settings") / "machine.yaml"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(SETTINGS_ENV, str(path))
+        yield path
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -39,6 +39,8 @@ from perfline.cli.help_style import COMPARE, FLEET, INTEROP, KERNELS, MACHINE, M
 from perfline.cli.history import detect, history, regressions_app
 from perfline.cli.interop import export, import_
 from perfline.cli.kernels import kernels_app
+from perfline.cli.kexec import require_opt_in as require_kexec_opt_in
+from perfline.cli.kexec import resume, start_kexec
 from perfline.cli.migration import migration_cost
 from perfline.cli.report import report_app
 from perfline.cli.serve import serve
@@ -86,8 +88,8 @@ def main_options(
 
 
 # The qemu target's options, the same for `run` and `ab`.
-KernelOption = Annotated[str | None, typer.Option(help="qemu: a kernel from `perfline kernels list`.")]
-CmdlineOption = Annotated[str | None, typer.Option(help="qemu: extra kernel parameters.")]
+KernelOption = Annotated[str | None, typer.Option(help="qemu, kexec: a kernel from `perfline kernels list`.")]
+CmdlineOption = Annotated[str | None, typer.Option(help="qemu, kexec: extra kernel parameters.")]
 VmCpusOption = Annotated[int | None, typer.Option(help="qemu: virtual CPUs (default 2).")]
 VmMemoryOption = Annotated[int | None, typer.Option(help="qemu: memory in MiB (default 1024).")]
 AccelOption = Annotated[str | None, typer.Option(help="qemu: auto, kvm or tcg (default auto).")]
@@ -191,7 +193,9 @@ def run(
     kernel_commit: Annotated[
         str | None, typer.Option(help="Commit of the kernel under test.")
     ] = None,
-    target: Annotated[str | None, typer.Option(help="local, or qemu: boot --kernel in a VM.")] = None,
+    target: Annotated[
+        str | None, typer.Option(help="local; qemu: boot --kernel in a VM; kexec: boot this machine into it.")
+    ] = None,
     kernel: KernelOption = None,
     cmdline: CmdlineOption = None,
     vm_cpus: VmCpusOption = None,
@@ -211,11 +215,16 @@ def run(
     from perfline.jobs.command_line import CommandLineJob, Target, build_job
     from perfline.runner import execute
 
+    if target == "kexec":
+        require_kexec_opt_in()  # first: without it, one line and nothing else happens
     request = CommandLineJob(what, param or [], monitor, no_monitors, repeat, precision, max_repeat, warmup,
                              sysctl or [], sysfs or [], governor, pin, load,
                              Target(target, kernel, cmdline, vm_cpus, vm_memory, accel), tune)
     job, given = build_job(request)
     cases = expand(job)
+    if job.target == "kexec":
+        start_kexec(cases, label, kernel_commit)
+        return
     if job.target == "local":
         _check_knobs(given)
     store = open_store()
@@ -455,6 +464,8 @@ def ab(
     from perfline.jobs.command_line import CommandLineJob, Target, build_ab
     from perfline.runner import execute_interleaved
 
+    if target == "kexec":
+        require_kexec_opt_in()
     request = CommandLineJob(what, param or [], monitor, no_monitors, warmup=warmup,
                              target=Target(target, kernel, cmdline, vm_cpus, vm_memory, accel), tune=tune)
     plan = _sequential_plan(pairs, max_pairs, alpha)
@@ -527,6 +538,7 @@ for function, name, panel in (
     (import_, "import", INTEROP),
     (export, "export", INTEROP),
     (worker, "worker", FLEET),
+    (resume, "resume", KERNELS),
     (doctor, "doctor", MACHINE),
     (tune, "tune", MACHINE),
     (restore, "restore", MACHINE),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -17,8 +17,10 @@ from perfline.system.kernel_state import restore_leftovers
 from perfline.targets import local
 
 if TYPE_CHECKING:
+    from perfline.records.fingerprint import Fingerprint
     from perfline.records.job import Case
     from perfline.runner import RunContext
+    from perfline.store.kexec_boots import KexecBoot
 
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -66,20 +68,30 @@ def open_store(url: str | None = None, outage_wait_s: float = 0.0) -> Store:
 
 @contextmanager
 def running(
-    store: Store, cases: list[Case], label: str | None, kernel_commit: str | None
+    store: Store, cases: list[Case], label: str | None, kernel_commit: str | None,
+    kexec_boot: KexecBoot | None = None,
 ) -> Iterator[RunContext]:
     """Progress on stderr, SIGTERM as Ctrl-C, and exit code 130 after an interruption."""
     # Imported here: the runner and its targets are slow to import, and the commands
     # which only read the store (compare, history, show) do not need them.
     from perfline.cli.progress import ProgressObserver
     from perfline.runner import RunContext, terminate_as_interrupt
+    from perfline.runner.kexec_resume import boot_fingerprint
+
+    fingerprint: Callable[[], Fingerprint] = local.fingerprint
+    if kexec_boot is not None:
+        booted = kexec_boot
+
+        def fingerprint() -> Fingerprint:
+            return boot_fingerprint(local.fingerprint(), booted)
 
     with ProgressObserver(errors, cases) as observer, terminate_as_interrupt():
         try:
             yield RunContext(
                 store=store,
-                fingerprint=local.fingerprint,
+                fingerprint=fingerprint,
                 observer=observer,
+                kexec_boot=None if kexec_boot is None else kexec_boot.id,
                 label=label,
                 kernel_commit=kernel_commit,
             )

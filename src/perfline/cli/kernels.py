@@ -13,6 +13,7 @@ from rich.table import Table
 
 from perfline.cli.common import EXIT_FAILED, console, errors, fail
 from perfline.cli.help_style import App
+from perfline.cli.kexec import allow_kexec, boots, install_resume
 from perfline.system.process import ToolMissing
 from perfline.targets.kernel_build import LOG_NAME, KernelBuildFailed, build_kernel
 from perfline.targets.kernels import (
@@ -25,9 +26,12 @@ from perfline.targets.kernels import (
 )
 
 kernels_app = App(
-    help="Kernel images for `perfline run --target qemu --kernel NAME`.\n\n"
+    help="Kernel images for `perfline run --target qemu|kexec --kernel NAME`; this machine's kexec opt-in.\n\n"
          "Example: perfline kernels add-deb linux-image-cloud-amd64",
 )
+kernels_app.command("allow-kexec")(allow_kexec)
+kernels_app.command("install-resume")(install_resume)
+kernels_app.command("boots")(boots)
 
 ReplaceOption = Annotated[bool, typer.Option("--replace", help="Overwrite a kernel of that name.")]
 

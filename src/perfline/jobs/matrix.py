@@ -104,6 +104,7 @@ def expand(job: JobSpec) -> list[Case]:
                 precision_pct=job.precision_pct,
                 vm=job.vm,
                 tune=job.tune,
+                boot_kernel=job.boot_kernel,
             )
         )
     return cases

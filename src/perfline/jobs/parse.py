@@ -23,7 +23,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from perfline.benchmarks import Benchmark, Param
 from perfline.jobs.lookup import benchmark_class
 from perfline.jobs.matrix import check_size
-from perfline.jobs.vm import VM_KEYS, check_guest_job, vm_spec, with_target
+from perfline.jobs.vm import KEXEC_KEYS, VM_KEYS, boot_kernel, check_guest_job, vm_spec, with_target
 from perfline.monitors import DEFAULT_MONITORS, MONITORS
 from perfline.records.job import (
     AUTO_MAX_REPEAT,
@@ -380,10 +380,14 @@ class _Parser:
             if "cmdline" in top:
                 tunables["cmdline"] = {"cmdline": self.axis(top["cmdline"][1], "cmdline", self.kernel_parameters)}
             check_guest_job(cls, tunables, where)
-        else:
-            for key in VM_KEYS:
-                if key in top:
-                    raise self.error(top[key][0], f"{key} applies only to `target: qemu`")
+        boot = None
+        if target == "kexec":
+            boot = boot_kernel(given("kernel"), self.key_or(top, top["target"][1]))
+            if "cmdline" in top:
+                tunables["cmdline"] = {"cmdline": self.axis(top["cmdline"][1], "cmdline", self.kernel_parameters)}
+        for key in VM_KEYS:
+            if key in top and target != "qemu" and not (target == "kexec" and key in KEXEC_KEYS):
+                raise self.error(top[key][0], f"{key} applies only to `target: qemu`")
 
         spec = JobSpec(
             name=name,
@@ -398,6 +402,7 @@ class _Parser:
             path=self.path,
             vm=vm,
             tune=tune,
+            boot_kernel=boot,
         )
         check_size(spec, line=self.axis_lines[0] if self.axis_lines else None)
         return spec

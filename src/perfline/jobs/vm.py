@@ -22,8 +22,10 @@ from perfline.records.job import (
 )
 from perfline.targets.kernels import KernelError, get_kernel
 
-# Job keys that describe the VM; `cmdline` travels with the tunables (spec.py).
+# Job keys that describe the VM; `cmdline` travels with the tunables (spec.py). Target
+# kexec takes the first two.
 VM_KEYS = ("kernel", "cmdline", "vm_cpus", "vm_memory", "accel")
+KEXEC_KEYS = ("kernel", "cmdline")
 MIN_MEMORY_MB = 128
 # Tunables that still mean something with a VM: load runs on this host, cmdline boots.
 GUEST_TUNABLES = ("load", "cmdline")
@@ -35,16 +37,7 @@ def vm_spec(
     kernel: Any, cpus: Any, memory_mb: Any, accel: Any, fail_for: FailFor
 ) -> VmSpec:
     """A validated VmSpec; None for an option means its default."""
-    if kernel is None:
-        raise fail_for("kernel")(
-            "target qemu needs a kernel: `kernel: NAME` (see `perfline kernels list`)"
-        )
-    if not isinstance(kernel, str):
-        raise fail_for("kernel")(f"kernel must be a registered kernel's name, got {kernel!r}; quote it")
-    try:
-        get_kernel(kernel)
-    except KernelError as exc:
-        raise fail_for("kernel")(str(exc)) from None
+    kernel = registered(kernel, "qemu", fail_for)
     defaults = VmSpec(kernel)
     return VmSpec(
         kernel=kernel,
@@ -96,11 +89,20 @@ def with_target(
     target = target or job.target
     if target not in TARGETS:
         raise fail_for("target")(f"unknown target {target!r}: expected one of {', '.join(TARGETS)}")
+    if target == "kexec":
+        for key in ("vm_cpus", "vm_memory", "accel"):
+            if options[key] is not None:
+                raise fail_for(key)("applies only to --target qemu")
+        tunables = dict(job.tunables)
+        if cmdline is not None:
+            tunables["cmdline"] = {"cmdline": cmdline.strip()}
+        name = boot_kernel(job.boot_kernel if kernel is None else kernel, fail_for)
+        return replace(job, target=target, vm=None, boot_kernel=name, tunables=tunables)
     if target != "qemu":
         for key, value in options.items():
             if value is not None:
-                raise fail_for(key)("applies only to --target qemu")
-        return replace(job, target=target, vm=None)
+                raise fail_for(key)("applies only to --target qemu or kexec")
+        return replace(job, target=target, vm=None, boot_kernel=None)
     # The job file's VM settings, where the command line gives none.
     given = asdict(job.vm) if job.vm is not None else {}
     vm = vm_spec(
@@ -114,7 +116,25 @@ def with_target(
     if cmdline is not None:
         tunables["cmdline"] = {"cmdline": cmdline.strip()}
     check_guest_job(benchmark, tunables, fail_for)
-    return replace(job, target=target, vm=vm, tunables=tunables)
+    return replace(job, target=target, vm=vm, tunables=tunables, boot_kernel=None)
+
+
+def boot_kernel(kernel: Any, fail_for: FailFor) -> str:
+    """Target kexec's kernel: a registered one (`perfline kernels list` on the machine)."""
+    return registered(kernel, "kexec", fail_for)
+
+
+def registered(kernel: Any, target: str, fail_for: FailFor) -> str:
+    """The name of a registered kernel, which the target needs."""
+    if kernel is None:
+        raise fail_for("kernel")(f"target {target} needs a kernel: `kernel: NAME` (see `perfline kernels list`)")
+    if not isinstance(kernel, str):
+        raise fail_for("kernel")(f"kernel must be a registered kernel's name, got {kernel!r}; quote it")
+    try:
+        get_kernel(kernel)
+    except KernelError as exc:
+        raise fail_for("kernel")(str(exc)) from None
+    return kernel
 
 
 def _count(key: str, value: Any, minimum: int, fail_for: FailFor) -> int:

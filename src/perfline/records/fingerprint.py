@@ -40,6 +40,10 @@ class Fingerprint:
     # tuned/untuned, and what it read where that says more; the items this machine
     # cannot tune are left out.
     tuning: dict[str, str] = field(default_factory=dict)
+    # How the machine came to run this kernel, when perfline booted it (target kexec):
+    # `how` kexec, the kernel it came `from`, the registered `kernel` and its `image
+    # sha256`. A kexec boot resets less than a cold one (docs/kexec.md): shown in compare.
+    boot: dict[str, str] = field(default_factory=dict)
     # Kept out of the JSON form: the store keeps each distinct config once, by hash.
     kernel_config: str | None = field(default=None, repr=False, compare=False)
 
@@ -103,6 +107,8 @@ def flatten(fingerprint: dict[str, Any]) -> dict[str, str]:
         flat[f"tracing {key}"] = value
     for key, value in fingerprint.get("tuning", {}).items():
         flat[f"tune {key}"] = value
+    for key, value in fingerprint.get("boot", {}).items():
+        flat[f"boot {key}"] = value
     if fingerprint.get("pin"):
         flat["pinned to CPUs"] = fingerprint["pin"]
     return flat

@@ -29,7 +29,8 @@ TUNABLE_KINDS = ("sysctl", "sysfs", "governor", "pin")
 # a VM target) are written as top-level job keys but travel with the tunables: they
 # are conditions of the run that the matrix may vary.
 SINGLE_VALUED_KINDS = ("governor", "pin", "load", "cmdline")
-TARGETS = ("local", "qemu")
+# kexec: this machine boots the kernel under test (targets.kexec), only where allowed.
+TARGETS = ("local", "qemu", "kexec")
 ACCELS = ("auto", "kvm", "tcg")
 # What JobError names as the "file" of a job built from command-line options.
 COMMAND_LINE = "command line"
@@ -82,6 +83,9 @@ class JobSpec:
     vm: VmSpec | None = None  # set exactly when target is qemu
     # `tune: true`: the machine tuned around each run (system.tuning), reset after.
     tune: bool = False
+    # The registered kernel the machine boots, set exactly when target is kexec; like a
+    # VM's kernel, not part of a case's identity.
+    boot_kernel: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,7 @@ class Case:
     # The machine tuned around the run (system.tuning). Not part of the key: a tuned
     # and an untuned run are the same case, told apart by their fingerprints.
     tune: bool = False
+    boot_kernel: str | None = None  # target kexec: the registered kernel booted
 
     @property
     def key(self) -> str:
@@ -129,7 +134,7 @@ class Case:
 
     @property
     def cmdline(self) -> str:
-        """Extra kernel parameters a VM target boots with ('' if none)."""
+        """Extra kernel parameters a VM or kexec target boots with ('' if none)."""
         return str(self.tunables.get("cmdline", {}).get("cmdline", ""))
 
     @property
@@ -159,7 +164,7 @@ def case_to_json(case: Case) -> dict[str, Any]:
         "tunables": {kind: dict(values) for kind, values in case.tunables.items()},
         "repeat": case.repeat, "warmup": case.warmup, "monitors": list(case.monitors),
         "target": case.target, "precision_pct": case.precision_pct,
-        "vm": None if case.vm is None else asdict(case.vm), "tune": case.tune,
+        "vm": None if case.vm is None else asdict(case.vm), "tune": case.tune, "boot_kernel": case.boot_kernel,
     }
 
 
@@ -171,4 +176,5 @@ def case_from_json(data: dict[str, Any]) -> Case:
         repeat=int(data["repeat"]), warmup=int(data["warmup"]), monitors=tuple(data["monitors"]),
         target=data["target"], precision_pct=data.get("precision_pct"),
         vm=None if vm is None else VmSpec(**vm), tune=bool(data.get("tune", False)),
+        boot_kernel=data.get("boot_kernel"),
     )

@@ -22,6 +22,7 @@ from perfline.benchmarks import (
 from perfline.benchmarks.base import CommandBenchmark
 from perfline.monitors import MONITORS, Monitor, MonitorFailed, MonitorUnavailable, ProfilingMonitor
 from perfline.monitors.files import HOST, SystemFiles
+from perfline.records.errors import UserError
 from perfline.records.fingerprint import Fingerprint
 from perfline.records.job import AUTO_MIN_REPEAT, Case
 from perfline.records.metric import Measurement, Metric
@@ -83,6 +84,9 @@ class RunContext:
     tree: Path | None = None
     # The fleet job attempt the runs belong to (store.fleet), linked as each run starts.
     fleet_attempt: int | None = None
+    # The kexec boot (store.kexec_boots) this machine is in, when `perfline resume`
+    # measures on the kernel it booted; a kexec case runs nowhere else.
+    kexec_boot: int | None = None
 
 
 class CaseRun:
@@ -108,12 +112,19 @@ class CaseRun:
         tune_per_step: bool = False,
         settings: dict[str, Any] | None = None,
     ) -> None:
+        if case.target == "kexec" and ctx.kexec_boot is None:
+            raise UserError(
+                f"{case.job}: a case of target kexec runs only on the kernel it boots, through `perfline run "
+                "--target kexec` on a machine that allows it (docs/kexec.md); ab, bisect, track and the fleet "
+                "do not boot kernels on their machine yet")
         self.case = case
         self.ctx = ctx
         self.hold_setup = hold_setup
         self.tune_per_step = tune_per_step
         self.hogs = int(case.tunables.get("load", {}).get("load", 0))
         self.settings: dict[str, Any] = dict(settings or {})
+        if ctx.kexec_boot is not None:
+            self.settings["kexec_boot"] = ctx.kexec_boot
         self.benchmark_cls = BENCHMARKS.get(case.benchmark)
         self.monitors: list[Monitor] = []
         # The files those monitors read: this host's, or those of the VM `_watched` booted.

@@ -334,3 +334,37 @@ class FleetAttemptRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime]
     finished_at: Mapped[datetime | None]
+
+
+class KexecBootRow(Base):
+    """One boot of this machine into a kernel under test (target kexec): written before
+    the machine goes down, so that `perfline resume` knows after the boot what to run,
+    and on which kernel. States: pending (staged; the machine is going down), booted (the
+    right kernel came up; measuring), measured (runs stored; back to the default kernel),
+    returned (the default kernel runs again), abandoned (given up, or the boot never
+    started), boot-failed (another kernel came up: the
+    tested one did not boot, or died; `console` holds what was left of its messages)."""
+
+    __tablename__ = "kexec_boots"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    machine_id: Mapped[str] = mapped_column(String(64), index=True)
+    hostname: Mapped[str] = mapped_column(String(255))
+    kernel: Mapped[str] = mapped_column(String(100))  # its name in the kernel registry
+    release: Mapped[str] = mapped_column(String(255))
+    banner: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64))
+    cmdline: Mapped[str] = mapped_column(Text)
+    token: Mapped[str] = mapped_column(String(64))
+    # The kernel the machine comes back to, as it ran when the boot was planned.
+    default_release: Mapped[str] = mapped_column(String(255))
+    cases: Mapped[list[Any]]
+    label: Mapped[str | None] = mapped_column(String(200))
+    kernel_commit: Mapped[str | None] = mapped_column(String(100))
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    boot_id_before: Mapped[str] = mapped_column(String(64))
+    boot_id_after: Mapped[str | None] = mapped_column(String(64))
+    run_ids: Mapped[list[Any]]
+    console: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]

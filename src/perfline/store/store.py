@@ -37,6 +37,7 @@ from perfline.store.engine import (
 )
 from perfline.store.fleet import TAKEN_BACK, FleetQueries
 from perfline.store.imports import ImportQueries
+from perfline.store.kexec_boots import KexecBootQueries
 from perfline.store.outbox import OutboxQueries
 from perfline.store.schema import (
     KernelConfig,
@@ -183,7 +184,7 @@ class Regression:
 
 
 class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, ImportQueries, FleetQueries,
-            CommitQueries):
+            CommitQueries, KexecBootQueries):
     def __init__(self, engine: Engine, outage_wait_s: float = 0.0) -> None:
         self.engine = engine
         self._session = Sessions(sessionmaker(engine, expire_on_commit=False), outage_wait_s)

@@ -128,16 +128,22 @@ def unknown_kernel_message(name: str) -> str:
 
 def image_release(image: Path) -> str:
     """The release (`uname -r`) an x86 bzImage was built as, from its setup header."""
+    return image_banner(image).split()[0]
+
+
+def image_banner(image: Path) -> str:
+    """The bzImage header's version string: `RELEASE (BUILDER) VERSION`, where VERSION
+    is what the booted kernel shows in /proc/sys/kernel/version (`#1 SMP ... (date)`)."""
     with image.open("rb") as f:
         header = f.read(0x400)
         if len(header) < 0x210 or header[HEADER_MAGIC_AT : HEADER_MAGIC_AT + 4] != HEADER_MAGIC:
             raise KernelError(f"{image} is not an x86 bzImage (no setup header)")
         pointer = int.from_bytes(header[VERSION_POINTER_AT : VERSION_POINTER_AT + 2], "little")
         f.seek(pointer + 0x200)
-        version = f.read(256).split(b"\0", 1)[0].decode(errors="replace").split()
-    if not version:
+        banner = f.read(256).split(b"\0", 1)[0].decode(errors="replace").strip()
+    if not banner:
         raise KernelError(f"{image}: the bzImage header names no kernel version")
-    return version[0]
+    return banner
 
 
 def add_image(
@@ -159,7 +165,7 @@ def add_image(
     if not image.is_file():
         raise KernelError(f"{image}: no such file")
     release = image_release(image)
-    digest = _sha256(image)
+    digest = sha256_of(image)
     if config is None and (beside := image.parent / f"config-{release}").is_file():
         config = beside
     target = kernels_dir() / name
@@ -315,7 +321,7 @@ def _load(directory: Path) -> Kernel:
     return Kernel(meta, directory)
 
 
-def _sha256(path: Path) -> str:
+def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

@@ -1,0 +1,141 @@
+"""Target kexec on the command line: the machine's opt-in, the resume unit, `perfline
+resume`, and `run --target kexec` handing its cases over to the boot."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from perfline.cli.common import EXIT_FAILED, console, errors, notify, open_store, running, state
+from perfline.records.errors import UserError
+from perfline.store import resolve_url
+from perfline.system.files import write_durably
+from perfline.targets import kexec, machine_settings
+
+if TYPE_CHECKING:
+    from perfline.records.job import Case
+    from perfline.store.kexec_boots import KexecBoot
+
+# What the resume unit needs of the environment it was installed from.
+UNIT_ENVIRONMENT = ("PYTHONPATH", "PERFLINE_CACHE_DIR", "XDG_CACHE_HOME", "PERFLINE_STATE_DIR",
+                    "XDG_STATE_HOME", "PERFLINE_NATIVE_DIR", machine_settings.SETTINGS_ENV)
+
+
+def allow_kexec() -> None:
+    """Allow `--target kexec` on this machine: perfline may boot it into kernels under test
+    (its administrator's decision; writes /etc/perfline/machine.yaml).
+
+    Example: perfline kernels allow-kexec
+    """
+    try:
+        settings = machine_settings.allow_kexec()
+    except PermissionError as exc:
+        raise UserError(f"cannot write the machine settings ({exc.strerror}): run this as root",
+                        machine_settings.settings_path()) from None
+    console.print(f"kexec allowed on this machine ({escape(str(settings.path))}); "
+                  "`perfline kernels install-resume` installs the unit that goes on after a boot")
+
+
+def install_resume(
+    unit_dir: Annotated[Path, typer.Option(help="Where systemd reads units.")] = kexec.UNIT_DIR,
+) -> None:
+    """Install and enable the unit that runs `perfline resume` at every boot, with this
+    perfline, its store and its environment.
+
+    Example: perfline kernels install-resume --unit-dir /etc/systemd/system
+    """
+    command = [sys.executable, "-m", "perfline", "--db", resolve_url(state.db), "resume"]
+    environment = {key: os.environ[key] for key in UNIT_ENVIRONMENT if os.environ.get(key)}
+    unit = unit_dir / kexec.RESUME_UNIT
+    wants = unit_dir / "multi-user.target.wants" / kexec.RESUME_UNIT
+    try:
+        unit_dir.mkdir(parents=True, exist_ok=True)
+        write_durably(unit, kexec.resume_unit_text(command, environment))
+        wants.parent.mkdir(exist_ok=True)
+        if not wants.is_symlink():
+            wants.symlink_to(unit)
+        settings = machine_settings.set_resume_unit(unit)
+    except PermissionError as exc:
+        raise UserError(f"cannot write {exc.filename} ({exc.strerror}): run this as root") from None
+    if unit_dir == kexec.UNIT_DIR and Path("/run/systemd/system").is_dir():
+        from perfline.system.process import run
+
+        run(["systemctl", "daemon-reload"], timeout=60)
+    console.print(f"installed and enabled {escape(str(unit))} (recorded in {escape(str(settings.path))})")
+
+
+def boots(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    limit: Annotated[int, typer.Option(min=1, help="How many boots to list.")] = 20,
+) -> None:
+    """Kexec boots into kernels under test, newest first: state, runs, console of a failed one.
+
+    Example: perfline kernels boots --json
+    """
+    listed = open_store().kexec_boots(limit=limit)
+    if as_json:
+        print(json.dumps([vars(boot) for boot in listed], indent=2))
+        return
+    table = Table(title="kexec boots", title_justify="left")
+    for column in ("id", "machine", "kernel", "release", "state", "runs", "error"):
+        table.add_column(column)
+    for boot in listed:
+        table.add_row(str(boot.id), boot.hostname, boot.kernel, boot.release, boot.state,
+                      ", ".join(map(str, boot.run_ids)), boot.error or "")
+    console.print(table)
+
+
+def resume(
+    abandon: Annotated[bool, typer.Option("--abandon", help="Give up this machine's open boot instead.")] = False,
+) -> None:
+    """Go on with this machine's kexec boot after it booted (run by the resume unit at
+    every boot): check the kernel, measure, go back to the default kernel.
+
+    Example: perfline resume
+    """
+    from perfline.runner import execute
+    from perfline.runner.kexec_resume import abandon as abandon_boot
+    from perfline.runner.kexec_resume import resume as resume_boot
+
+    store = open_store()
+    if abandon:
+        given_up = abandon_boot(store)
+        console.print("no kexec boot of this machine is open" if given_up is None
+                      else f"kexec boot {given_up.id} abandoned")
+        return
+
+    def measure(cases: list[Case], boot: KexecBoot) -> list[int]:
+        with running(store, cases, boot.label, boot.kernel_commit, kexec_boot=boot) as ctx:
+            return [execute(case, ctx).run_id for case in cases]
+
+    resumed = resume_boot(store, measure)
+    notify(resumed.message)
+    if resumed.boot is not None and resumed.boot.console:
+        notify(resumed.boot.console)
+    if resumed.reboot:
+        kexec.reboot()
+    if resumed.outcome == "boot-failed":
+        raise typer.Exit(EXIT_FAILED)
+
+
+def start_kexec(cases: list[Case], label: str | None, kernel_commit: str | None) -> None:
+    """`run --target kexec`: the boot is written to the store, then the machine boots."""
+    from perfline.runner.kexec_resume import start
+
+    settings = machine_settings.load()
+    kexec.require_opt_in(settings)  # before the store is opened: nothing changes on refusal
+    boot = start(open_store(), cases, settings, label=label, kernel_commit=kernel_commit)
+    errors.print(f"kexec boot {boot.id}: booting {escape(boot.kernel)} ({escape(boot.release)}) with "
+                 f"[dim]{escape(boot.cmdline)}[/dim]; `perfline resume` goes on after the boot "
+                 "(`perfline kernels boots` shows how it went)", highlight=False, soft_wrap=True)
+
+
+def require_opt_in() -> None:
+    kexec.require_opt_in(machine_settings.load())

@@ -1,0 +1,144 @@
+"""Target kexec across the boot: what `run --target kexec` writes before the machine goes
+down, and what `perfline resume` (a unit, at every boot) makes of it afterwards.
+
+A boot moves through the store (store.kexec_boots): `pending` is written after the kernel
+is staged (`kexec -l`) and before `systemctl kexec`; on the next boot, resume compares
+the running kernel with the one asked for (the boot's token on the command line, the
+release, the build's version string, a new boot id). The right one: `booted`, the cases
+are measured and stored with its fingerprint, `measured`, and the machine reboots into
+its firmware's default. Any other kernel means the tested one did not come up or died
+(panic=10, a watchdog, someone's reset): `boot-failed`, with what pstore or the previous
+boot's journal kept of its console. Back on the default kernel, `returned`.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from perfline.records.fingerprint import Fingerprint
+from perfline.records.job import Case, case_from_json, case_to_json
+from perfline.store import Store
+from perfline.store.kexec_boots import KexecBoot, PlannedBoot
+from perfline.targets import kexec, local
+from perfline.targets.kernels import get_kernel
+from perfline.targets.machine_settings import MachineSettings
+
+# The machine's own boot steps; tests of the logic pass their own, and only a guest runs these.
+Step = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What `perfline resume` found and did; `boot` is None when nothing was open."""
+
+    outcome: str  # nothing, waiting, measured, boot-failed, returned
+    message: str
+    boot: KexecBoot | None = None
+    # Back to the default kernel now: the caller says what happened first, then reboots.
+    reboot: bool = False
+
+
+def start(store: Store, cases: list[Case], settings: MachineSettings, *, label: str | None = None,
+          kernel_commit: str | None = None, root: Path = Path("/"), boot: Step = kexec.execute) -> KexecBoot:
+    """Check everything, stage the kernel, write the boot, then boot. Any check that
+    fails is a KexecRefused and leaves nothing changed; a boot that fails to start is
+    unstaged and `abandoned`."""
+    kexec.require_opt_in(settings)
+    kexec.require_resume_unit(settings)
+    kernels = {(case.boot_kernel, case.cmdline) for case in cases}
+    if len(kernels) != 1:
+        raise kexec.KexecRefused("one kexec boot measures one kernel with one command line: this job asks for "
+                                 f"{len(kernels)} ({', '.join(sorted(f'{k} {c!r}' for k, c in kernels))}); split it")
+    ((name, extra),) = kernels
+    assert name is not None, "target kexec cases carry their kernel (jobs.vm.with_target)"
+    running = kexec.RunningKernel.read(root)
+    machine_id = local.machine_id(root)
+    already = store.open_kexec_boot(machine_id)
+    if already is not None:
+        raise kexec.KexecRefused(
+            f"kexec boot {already.id} of this machine ({already.kernel}) is still {already.state}: "
+            "`perfline resume` goes on with it; `perfline resume --abandon` gives it up")
+    if reason := kexec.refusal(root):
+        raise kexec.KexecRefused(reason)
+    image = kexec.BootImage.of(get_kernel(name), root)
+    token = secrets.token_hex(8)
+    cmdline = kexec.boot_cmdline(running.cmdline, extra, token)
+    kexec.load(image, cmdline)
+    try:
+        planned = store.plan_kexec_boot(PlannedBoot(
+            machine_id=machine_id, hostname=local.hostname(), kernel=image.name, release=image.release,
+            banner=image.banner, sha256=image.sha256, cmdline=cmdline, token=token,
+            default_release=running.release, cases=[case_to_json(case) for case in cases], label=label,
+            kernel_commit=kernel_commit, boot_id_before=running.boot_id))
+    except BaseException:
+        kexec.unload()
+        raise
+    try:
+        boot()
+    except BaseException as exc:
+        kexec.unload()
+        store.update_kexec_boot(planned.id, "abandoned", error=f"the boot did not start: {exc}")
+        raise
+    return planned
+
+
+def resume(store: Store, measure: Callable[[list[Case], KexecBoot], list[int]], *,
+           root: Path = Path("/")) -> Resumed:
+    """After a boot: go on with this machine's open kexec boot, if it has one."""
+    running = kexec.RunningKernel.read(root)
+    boot = store.open_kexec_boot(local.machine_id(root))
+    if boot is None:
+        return Resumed("nothing", "no kexec boot of this machine is open: nothing to resume")
+    if running.boot_id in (boot.boot_id_before, boot.boot_id_after) and boot.state != "booted":
+        # Measured already in this boot (a resume run again before its reboot): reboot.
+        return Resumed("waiting", f"kexec boot {boot.id} is {boot.state}; the machine has not booted since", boot,
+                       reboot=boot.state == "measured")
+    if boot.state == "pending":
+        image = kexec.BootImage(boot.kernel, Path(), None, boot.release, boot.banner, boot.sha256)
+        problem = image.mismatch(running, boot.token)
+        if problem is not None:
+            return _failed(store, boot, running, root, f"{boot.kernel} did not boot: {problem}")
+        boot = store.update_kexec_boot(boot.id, "booted", boot_id_after=running.boot_id)
+        run_ids = measure([case_from_json(case) for case in boot.cases], boot)
+        boot = store.update_kexec_boot(boot.id, "measured", run_ids=run_ids)
+        return Resumed("measured", f"kexec boot {boot.id}: measured on {boot.release} (runs "
+                       f"{', '.join(map(str, run_ids))}); rebooting into the default kernel", boot, reboot=True)
+    if boot.state == "booted":
+        if running.boot_id == boot.boot_id_after:
+            return Resumed("waiting", f"kexec boot {boot.id} is being measured in this boot", boot)
+        return _failed(store, boot, running, root,
+                       f"the machine went down while measuring on {boot.release} (a panic, the watchdog or a reset)")
+    # measured, and this is a later boot: the machine is back.
+    note = None if running.release == boot.default_release else (
+        f"came back on {running.release}, not the default {boot.default_release} it left")
+    boot = store.update_kexec_boot(boot.id, "returned", error=note)
+    return Resumed("returned", f"kexec boot {boot.id}: back on {running.release}" + (f"; {note}" if note else ""),
+                   boot)
+
+
+def abandon(store: Store, root: Path = Path("/")) -> KexecBoot | None:
+    """Give up this machine's open boot (the administrator's decision)."""
+    boot = store.open_kexec_boot(local.machine_id(root))
+    if boot is None:
+        return None
+    return store.update_kexec_boot(boot.id, "abandoned", error="abandoned with `perfline resume --abandon`")
+
+
+def boot_fingerprint(fingerprint: Fingerprint, boot: KexecBoot) -> Fingerprint:
+    """The booted kernel's fingerprint, saying how it was booted."""
+    return replace(fingerprint, target="kexec", boot={
+        "how": "kexec", "from": boot.default_release, "kernel": boot.kernel, "image sha256": boot.sha256,
+    })
+
+
+def _failed(store: Store, boot: KexecBoot, running: kexec.RunningKernel, root: Path, error: str) -> Resumed:
+    source, lines = kexec.console_lines(root)
+    console = f"{source}:\n{lines}" if lines else None
+    if console is None:
+        error += "; no console lines were kept (no pstore record, no journal of that boot)"
+    boot = store.update_kexec_boot(boot.id, "boot-failed", boot_id_after=running.boot_id, console=console,
+                                   error=error)
+    return Resumed("boot-failed", f"kexec boot {boot.id}: {error}", boot)

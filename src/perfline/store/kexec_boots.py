@@ -1,0 +1,122 @@
+"""Boots of a machine into a kernel under test (target kexec), as the store keeps them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from perfline.store.engine import Sessions
+from perfline.store.schema import KexecBootRow
+
+# A boot in one of these states still has something to do after the next boot.
+OPEN_STATES = ("pending", "booted", "measured")
+STATES = (*OPEN_STATES, "returned", "boot-failed", "abandoned")
+
+
+@dataclass(frozen=True)
+class PlannedBoot:
+    """What is written before the machine goes down."""
+
+    machine_id: str
+    hostname: str
+    kernel: str
+    release: str
+    banner: str
+    sha256: str
+    cmdline: str
+    token: str
+    default_release: str
+    cases: list[dict[str, Any]]
+    label: str | None
+    kernel_commit: str | None
+    boot_id_before: str
+
+
+@dataclass(frozen=True)
+class KexecBoot(PlannedBoot):
+    """A planned boot as stored, and how far it got."""
+
+    id: int
+    state: str
+    boot_id_after: str | None
+    run_ids: list[int]
+    console: str | None
+    error: str | None
+
+
+class KexecBootQueries:
+    """Mixed into Store; uses its session factory."""
+
+    _session: Sessions
+
+    def plan_kexec_boot(self, plan: PlannedBoot) -> KexecBoot:
+        """A new `pending` boot. A machine has one open boot at a time: planning another
+        while one is open is refused by the caller, who says which."""
+        now = _now()
+        with self._session.begin() as session:
+            row = KexecBootRow(**vars(plan), state="pending", boot_id_after=None, run_ids=[], console=None,
+                               error=None, created_at=now, updated_at=now)
+            session.add(row)
+            session.flush()
+            return _boot(row)
+
+    def open_kexec_boot(self, machine_id: str) -> KexecBoot | None:
+        """The machine's boot that has something left to do, if any (the newest)."""
+        with self._session() as session:
+            row = session.scalars(
+                select(KexecBootRow)
+                .where(KexecBootRow.machine_id == machine_id, KexecBootRow.state.in_(OPEN_STATES))
+                .order_by(KexecBootRow.id.desc())
+                .limit(1)
+            ).first()
+            return None if row is None else _boot(row)
+
+    def kexec_boot(self, boot_id: int) -> KexecBoot:
+        with self._session() as session:
+            row = session.get(KexecBootRow, boot_id)
+            if row is None:
+                raise LookupError(f"no kexec boot {boot_id}")
+            return _boot(row)
+
+    def kexec_boots(self, machine_id: str | None = None, limit: int = 20) -> list[KexecBoot]:
+        with self._session() as session:
+            query = select(KexecBootRow).order_by(KexecBootRow.id.desc()).limit(limit)
+            if machine_id is not None:
+                query = query.where(KexecBootRow.machine_id == machine_id)
+            return [_boot(row) for row in session.scalars(query)]
+
+    def update_kexec_boot(self, boot_id: int, state: str, **fields: Any) -> KexecBoot:
+        """Move a boot on: its state, and any of boot_id_after, run_ids, console, error."""
+        assert state in STATES
+        assert set(fields) <= {"boot_id_after", "run_ids", "console", "error"}
+
+        def write(session: Session, _retried: bool) -> KexecBoot:
+            row = session.get(KexecBootRow, boot_id)
+            if row is None:
+                raise LookupError(f"no kexec boot {boot_id}")
+            row.state, row.updated_at = state, _now()
+            for name, value in fields.items():
+                setattr(row, name, value)
+            session.flush()
+            return _boot(row)
+
+        return self._session.write(write)
+
+
+def _boot(row: KexecBootRow) -> KexecBoot:
+    return KexecBoot(
+        id=row.id, machine_id=row.machine_id, hostname=row.hostname, kernel=row.kernel, release=row.release,
+        banner=row.banner, sha256=row.sha256, cmdline=row.cmdline, token=row.token,
+        default_release=row.default_release, cases=list(row.cases), label=row.label,
+        kernel_commit=row.kernel_commit, state=row.state, boot_id_before=row.boot_id_before,
+        boot_id_after=row.boot_id_after, run_ids=[int(i) for i in row.run_ids], console=row.console,
+        error=row.error,
+    )
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,211 @@
+"""The test machine of the kexec target: a QEMU guest that plays a lab machine.
+
+A Debian bookworm root file system with systemd, kexec-tools and both Debian kernels
+installed as a lab machine has them (`dpkg -i` of the exact packages `perfline kernels
+add-deb` registered: /boot/vmlinuz-R, /boot/initrd.img-R, /lib/modules/R), this host's
+Python and the project's virtualenv at their own paths (Debian's cloud kernels have no
+9p, so they are copied in rather than shared), and two units of the test's own:
+
+- the network: systemd-networkd gives the guest 10.0.2.15 on QEMU's user-mode network,
+  where 10.0.2.2 is this host's loopback (the tests' private PostgreSQL);
+- `perfline-guest-test.service`: after `perfline-resume.service`, it runs `driver.sh`
+  from the second disk, which the test writes (the project's sources, the kernel
+  registry, the test's steps), so a change to the code costs no rebuild of the image.
+
+The image is built once (minutes) and cached by a hash of its inputs; QEMU boots it
+with snapshot=on, so a guest's writes live as long as its QEMU process (across the
+guest's reboots and kexecs) and the cached file never changes. The guest boots the 6.1
+kernel the way firmware boots its default: QEMU's `-kernel` again at every reset.
+
+ramoops keeps the last kernel messages of a boot that panicked in 1 MiB of RAM that
+both kernels leave alone (`memmap=`); QEMU's reset keeps the RAM, as a warm reset of
+real hardware does, and the next boot reads them in /sys/fs/pstore (systemd-pstore
+moves them to /var/lib/systemd/pstore).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from perfline.targets.kernels import Kernel
+
+RECIPE = 2
+PACKAGES = (
+    "systemd-sysv", "udev", "kexec-tools", "initramfs-tools", "kmod", "linux-base", "zstd",
+    "iproute2", "procps", "libssl3", "libsqlite3-0", "libffi8", "libgdbm6", "libexpat1",
+    "libreadline8", "libbz2-1.0", "liblzma5", "libtirpc3", "libuuid1",
+)  # fmt: skip
+MIRROR = os.environ.get("PERFLINE_DEBIAN_MIRROR") or "http://deb.debian.org/debian"
+VENV = Path(sys.prefix)
+PYTHON_HOME = Path(os.path.realpath(sys.executable)).parents[1]
+TEST_DISK_MOUNT = "/opt/perfline-test"
+# 1 MiB kept from both kernels for ramoops, below the top of a 1 GiB guest's RAM.
+PSTORE_CMDLINE = (
+    "memmap=1M$0x3f000000 ramoops.mem_address=0x3f000000 ramoops.mem_size=0x100000 "
+    "ramoops.record_size=0x40000 ramoops.ecc=0"
+)
+DEFAULT_CMDLINE = f"root=/dev/vda rw console=ttyS0 panic=10 {PSTORE_CMDLINE}"
+
+UNITS = {
+    "etc/systemd/network/10-slirp.network": """\
+[Match]
+Name=en*
+
+[Network]
+Address=10.0.2.15/24
+Gateway=10.0.2.2
+""",
+    "etc/systemd/system/perfline-guest-test.service": f"""\
+[Unit]
+Description=perfline test machine: the test's steps (driver.sh on the second disk)
+Wants=network-online.target
+After=network-online.target perfline-resume.service
+RequiresMountsFor={TEST_DISK_MOUNT}
+ConditionPathExists={TEST_DISK_MOUNT}/driver.sh
+
+[Service]
+Type=oneshot
+ExecStart=/bin/sh {TEST_DISK_MOUNT}/driver.sh
+StandardOutput=journal+console
+StandardError=journal+console
+TimeoutStartSec=infinity
+
+[Install]
+WantedBy=multi-user.target
+""",
+    # Not nofail: local-fs.target waits for it, and so every service (the resume unit too).
+    # systemd waits 90 s for a device by default: at a load average of ~22 the 6.12 guest's
+    # /dev/vdb came later than that once, and the guest stopped in emergency mode.
+    "etc/fstab": f"/dev/vdb {TEST_DISK_MOUNT} ext4 rw,x-systemd.device-timeout=15min 0 2\n",
+    "etc/systemd/system.conf.d/slow-machine.conf":
+        "[Manager]\nDefaultTimeoutStartSec=15min\nDefaultDeviceTimeoutSec=15min\n",
+    "etc/hostname": "perfline-lab\n",
+    # The package's own question: a reboot must reset the machine, not kexec.
+    "etc/default/kexec": "LOAD_KEXEC=false\n",
+    # In every initramfs, so that a kernel which panics once its root is mounted leaves
+    # its messages in pstore.
+    "etc/initramfs-tools/modules": "ramoops\n",
+    "etc/modules-load.d/ramoops.conf": "ramoops\n",
+}
+ENABLED = {
+    "etc/systemd/system/multi-user.target.wants/perfline-guest-test.service":
+        "/etc/systemd/system/perfline-guest-test.service",
+    "etc/systemd/system/multi-user.target.wants/systemd-networkd.service":
+        "/lib/systemd/system/systemd-networkd.service",
+    "etc/systemd/system/network-online.target.wants/systemd-networkd-wait-online.service":
+        "/lib/systemd/system/systemd-networkd-wait-online.service",
+}
+
+
+def machine_key(kernels: list[Kernel]) -> str:
+    site = sorted(p.name for p in (VENV / "lib").glob("python*/site-packages/*"))
+    inputs = {
+        "recipe": RECIPE, "packages": PACKAGES, "mirror": MIRROR.rstrip("/"),
+        "kernels": [k.meta.source for k in kernels], "python": str(PYTHON_HOME), "venv": str(VENV),
+        "site": site, "units": UNITS,
+    }  # fmt: skip
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def machine_image(cache: Path, kernels: list[Kernel]) -> Path:
+    """The image (built first unless cached: debootstrap, the kernels, Python; minutes)."""
+    directory = cache / "kexec-machine"
+    directory.mkdir(parents=True, exist_ok=True)
+    key = machine_key(kernels)
+    final = directory / f"{key}.ext4"
+    with (directory / f"{key}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not final.is_file():
+            _build(directory, key, kernels)
+    return final
+
+
+def boot_files(image: Path, release: str, into: Path) -> Path:
+    """The default kernel's initrd from the image, as firmware would load it."""
+    initrd = into / f"initrd.img-{release}"
+    if not initrd.is_file():
+        _run(["debugfs", "-R", f"dump /boot/initrd.img-{release} {initrd}", str(image)])
+        if not initrd.is_file() or initrd.stat().st_size == 0:
+            raise AssertionError(f"{image} has no /boot/initrd.img-{release}")
+    return initrd
+
+
+def _build(directory: Path, key: str, kernels: list[Kernel]) -> None:
+    staging = directory / f"{key}.partial"
+    partial = directory / f"{key}.ext4.partial"
+    _remove(staging)
+    partial.unlink(missing_ok=True)
+    try:
+        _run(["setpriv", "--pdeathsig", "KILL", "--", "debootstrap", "--variant=minbase",
+              f"--include={','.join(PACKAGES)}", "bookworm", str(staging), MIRROR], timeout=3600)
+        for path, text in UNITS.items():
+            (staging / path).parent.mkdir(parents=True, exist_ok=True)
+            (staging / path).write_text(text)
+        for link, target in ENABLED.items():
+            (staging / link).parent.mkdir(parents=True, exist_ok=True)
+            (staging / link).symlink_to(target)
+        (staging / TEST_DISK_MOUNT.lstrip("/")).mkdir(parents=True)
+        (staging / "var/log/journal").mkdir(parents=True, exist_ok=True)  # keep the previous boot's
+        debs = staging / "tmp/kernels"
+        debs.mkdir(parents=True)
+        for kernel in kernels:
+            package = kernel.meta.source.split(" -> ")[-1].removeprefix("deb:")
+            _run(["apt-get", "download", "-q", package], cwd=debs, timeout=600)
+        _in_chroot(staging, ["sh", "-c", "dpkg -i /tmp/kernels/*.deb"])
+        shutil.rmtree(debs)
+        for leftover in ("var/cache/apt", "var/lib/apt/lists"):
+            for entry in (staging / leftover).glob("*"):
+                _remove(entry)
+        for source in (PYTHON_HOME, VENV):
+            target = staging / str(source).lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _run(["cp", "-a", str(source), str(target)], timeout=1800)
+        used = int(_run(["du", "-sb", str(staging)]).split()[0])
+        with partial.open("wb") as out:
+            out.truncate(-(-(used + (2 << 30)) // (1 << 20)) * (1 << 20))
+        _run(["mkfs.ext4", "-q", "-F", "-L", "perfline-lab", "-d", str(staging), str(partial)], timeout=1800)
+        partial.chmod(0o444)
+        partial.rename(directory / f"{key}.ext4")
+    finally:
+        _remove(staging)
+        partial.unlink(missing_ok=True)
+
+
+def _in_chroot(root: Path, argv: list[str]) -> None:
+    """A command in the staging tree with /proc mounted (update-initramfs reads it)."""
+    proc = root / "proc"
+    _run(["mount", "-t", "proc", "proc", str(proc)])
+    try:
+        _run(["chroot", str(root), *argv], timeout=1800,
+             env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive"})
+    finally:
+        _run(["umount", "--lazy", str(proc)])
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+        return
+    if not path.exists():
+        return
+    prefix = f"{path.resolve()}/"
+    with open("/proc/self/mounts") as mounts:
+        points = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
+    for point in sorted(points, reverse=True):
+        _run(["umount", "--lazy", point])
+    shutil.rmtree(path)
+
+
+def _run(argv: list[str], cwd: Path | None = None, timeout: float = 300,
+         env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    if proc.returncode != 0:
+        raise AssertionError(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc.stdout
