@@ -70,11 +70,12 @@ def test_untestable_commits_are_never_probed() -> None:
 def test_culprit_behind_untestable_commits_is_reported_as_a_range() -> None:
     # The step is at 40, but 38..40 cannot be built: the data can only say that 37 is
     # good and 41 bad. The culprit is the first testable bad commit, and the suspects
-    # are every commit the first bad one could be.
+    # are every commit the first bad one could be: the answer is the range (status
+    # range), never 41 alone, whose parent was never measured.
     bisection = Bisection(64, untestable=[38, 39, 40])
     run(bisection, step_measure(40, seed=2))
     result = bisection.result()
-    assert result.status is Status.FOUND
+    assert result.status is Status.RANGE and not result.exact
     assert result.culprit == 41
     assert result.suspects == (38, 39, 40, 41)
     assert result.parent == 37
