@@ -32,14 +32,21 @@ TRACKER = ROOT / "examples" / "track" / "demo.yaml"
 CULPRIT = 41  # make-repo.sh's default: commit 41 does 8% more work
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    subprocess.run([str(MAKE_REPO), str(tmp_path / "src")], check=True)
-    shutil.copy(TRACKER, tmp_path / "tracker.yaml")
-    monkeypatch.setenv("PERFLINE_CACHE_DIR", str(tmp_path / "cache"))
+def make_project(where: Path, monkeypatch: pytest.MonkeyPatch, *history: str,
+                 env: dict[str, str] | None = None) -> Path:
+    """make-repo.sh's history (its arguments `history`) at where/src, the demo tracker
+    beside it, perfline's cache under `where` and bench.c's noise set (tests/noise.py)."""
+    subprocess.run([str(MAKE_REPO), str(where / "src"), *history], check=True, env={**os.environ, **(env or {})})
+    shutil.copy(TRACKER, where / "tracker.yaml")
+    monkeypatch.setenv("PERFLINE_CACHE_DIR", str(where / "cache"))
     for name, value in SET_NOISE.items():
         monkeypatch.setenv(name, value)
-    return tmp_path
+    return where
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return make_project(tmp_path, monkeypatch)
 
 
 def perfline(where: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -201,11 +208,7 @@ def test_a_commit_next_to_the_change_that_does_not_build_gives_a_range(tmp_path:
     """Commit 40 does not compile, 41 is the culprit: the answer is "any of 40 41", the
     bisection's status `range`, the record bisected with both, the report's subject the
     range; never 41 alone, whose parent was never measured."""
-    subprocess.run([str(MAKE_REPO), str(tmp_path / "src"), "64", str(CULPRIT), str(CULPRIT - 1)], check=True)
-    shutil.copy(TRACKER, tmp_path / "tracker.yaml")
-    monkeypatch.setenv("PERFLINE_CACHE_DIR", str(tmp_path / "cache"))
-    for name, value in SET_NOISE.items():
-        monkeypatch.setenv(name, value)
+    make_project(tmp_path, monkeypatch, "64", str(CULPRIT), str(CULPRIT - 1))
     first = track_run(tmp_path)
     assert first.returncode == 0, first.stderr
     commits = shas(tmp_path)
@@ -232,12 +235,9 @@ def test_a_commit_next_to_the_change_that_does_not_build_gives_a_range(tmp_path:
 def test_narrow_all_names_the_commit_of_an_improvement(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`narrow: all` on a history whose commit 41 does 7.5% less work: the improvement is
     confirmed and bisected to that commit; `narrow: true` would leave it a record."""
-    subprocess.run([str(MAKE_REPO), str(tmp_path / "src")], check=True,
-                   env={**os.environ, "CULPRIT_WORK": "1850000UL", "CULPRIT_SUBJECT": f"change {CULPRIT} (less work)"})
+    make_project(tmp_path, monkeypatch,
+                 env={"CULPRIT_WORK": "1850000UL", "CULPRIT_SUBJECT": f"change {CULPRIT} (less work)"})
     (tmp_path / "tracker.yaml").write_text(TRACKER.read_text().replace("narrow: true ", "narrow: all  "))
-    monkeypatch.setenv("PERFLINE_CACHE_DIR", str(tmp_path / "cache"))
-    for name, value in SET_NOISE.items():
-        monkeypatch.setenv(name, value)
     first = track_run(tmp_path)
     assert first.returncode == 0, first.stderr
     commits = shas(tmp_path)
