@@ -28,7 +28,10 @@ def tune(
     """Tune this machine for benchmarking: governor performance, minimum frequency at the
     maximum, turbo off, interrupts off the benchmark CPUs, perf sampling at 1 Hz, NMI
     watchdog off; isolcpus, nohz_full and rcu_nocbs checked. Each change is journaled
-    (a killed tune is put back by the next command); `--reset` undoes the tune."""
+    (a killed tune is put back by the next command); `--reset` undoes the tune.
+
+    Example: perfline tune --cpus 1 --dry-run
+    """
     if reset:
         _reset(as_json)
         return
