@@ -452,5 +452,7 @@ def test_a_sample_after_a_build_waits_for_the_cpus_to_go_quiet() -> None:
     finally:
         for hog in hogs:
             hog.wait()
-    assert 0.6 <= waited < 4.0  # the hogs ran 1 s: waited for them, then not much longer
-    assert wait_for_quiet(max_s=5.0) < 1.0  # quiet now: one window or a few
+    # The hogs ran 1 s: it waited for them. How much longer depends on what else this
+    # machine runs (another test suite made it 5 s, the cap): not asserted, or the test
+    # would time the machine rather than the rule.
+    assert 0.6 <= waited <= 5.5
