@@ -339,7 +339,7 @@ def test_kernels_build_builds_out_of_tree_and_registers_the_image(tmp_path: Path
     registered = {k.name: k for k in kernels.list_kernels()}
     assert registered["k-slab"].config().startswith("CONFIG_SLAB=y\n# olddefconfig ran with CC=")
     assert registered["k-slub"].config().startswith("CONFIG_SLUB=y\n")
-    assert len(list((cache / "worktrees").iterdir())) == 2
+    assert len(list((cache / "builds").iterdir())) == 2
     # The same tree and config again: the same directory, its builds listed, this one last.
     again = json.loads(perfline(db, "kernels", "build", str(tree), "--config", str(slab), "--name", "k-slab",
                                 "--replace", "--json").stdout)
@@ -381,4 +381,4 @@ def test_kernels_build_refuses_bad_input_in_one_line(
     assert proc.stderr.startswith("error: ") and message in proc.stderr
     if status == 2:
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-        assert not (cache / "worktrees").exists()  # refused before anything was built
+        assert not (cache / "builds").exists()  # refused before anything was built
