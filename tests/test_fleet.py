@@ -170,7 +170,9 @@ def test_a_stale_attempt_that_finishes_late_adds_no_completed_run(fleet: Fleet) 
     done elsewhere; SIGCONT lets it finish its run, which must stay interrupted."""
     fleet.start("m1")
     fleet.wait_until("m1 idle", _idle(fleet, "m1"))
-    job = fleet.submit("sleep 0.3; echo 7", "--repeat", "3")
+    # Long enough (12 x 0.3 s) that the poll, a `fleet status` process each time (1-2 s
+    # on a loaded machine), sees the machine busy before the job ends.
+    job = fleet.submit("sleep 0.3; echo 7", "--repeat", "12")
     fleet.wait_until("m1 busy", lambda: _running_on(fleet, "m1") == job)
     os.killpg(fleet.workers["m1"].pid, signal.SIGSTOP)
     fleet.start("m2")
