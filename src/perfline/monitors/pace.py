@@ -1,10 +1,11 @@
-"""How much slower than its best the machine ran around each repetition (perfline.system.speed).
+"""How much slower than its recent pace the machine ran around each repetition (perfline.system.speed).
 
 Shared VMs slow down by tens of percent for seconds at a time; a repetition caught in
 such a spell is an outlier that no benchmark output explains. This monitor reads the
 pace loop just before and just after each repetition and records the larger slowdown
-against the fastest reading of the run, so that `show` and `compare` put the machine's
-own steadiness beside the numbers.
+against the median of the recent readings (the yardstick follows a machine whose speed
+wanders; below 0 when it ran faster than that), so that `show` and `compare` put the
+machine's own steadiness beside the numbers.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from perfline.system.process import ToolMissing
 from perfline.system.speed import PaceGuard
 
 SLOWDOWN = Metric("pace.slowdown", "%", Direction.NEUTRAL,
-                  "the machine's speed around the repetition, against its best in the run")
+                  "the machine's speed around the repetition, against its recent median (below 0: faster)")
 
 
 class Pace(Monitor):
     name = "pace"
-    summary = "how much slower than its best the machine ran around each repetition (shared VMs)"
+    summary = "how much slower than its recent pace the machine ran around each repetition (shared VMs)"
     metrics: ClassVar[tuple[Metric, ...]] = (SLOWDOWN,)
 
     @classmethod
