@@ -32,6 +32,8 @@ TARGET_PCT = 1.0
 class Quiet:
     def run_started(self, run_id: int, case: Case) -> None: ...
 
+    def step_started(self, run_id: int, repetition: int | None) -> None: ...
+
     def warning(self, message: str) -> None:
         print(f"  warning: {message}", file=sys.stderr)
 
