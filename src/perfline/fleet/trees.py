@@ -13,8 +13,9 @@ import hashlib
 from pathlib import Path
 
 from perfline import git
-from perfline.builds.worktree import Builder, cache_dir
+from perfline.builds.worktree import Builder
 from perfline.system.files import locked
+from perfline.targets.kernels import cache_dir
 
 
 class TreeFailed(RuntimeError):
@@ -25,7 +26,7 @@ def local_repo(repo: str, commit: str | None = None) -> Path:
     """The repository on this machine: the path itself, or a clone of the URL that has `commit`."""
     if not git.is_url(repo):
         return Path(repo)
-    clone = cache_dir().parent / "fleet" / "repos" / hashlib.sha256(repo.encode()).hexdigest()[:16]
+    clone = cache_dir() / "fleet" / "repos" / hashlib.sha256(repo.encode()).hexdigest()[:16]
     with locked(clone.with_suffix(".lock")):
         if not (clone / ".git").exists() or (commit is not None and git.resolve_or_none(clone, commit) is None):
             git.clone_or_fetch(repo, clone)

@@ -18,7 +18,7 @@ from perfline.analysis.regressions import CannotConfirm, Reproduction, confirm, 
 from perfline.bisect import session
 from perfline.bisect.driver import Progress
 from perfline.bisect.session import BisectionFailed, StartRequest
-from perfline.builds.worktree import Builder, cache_dir
+from perfline.builds.worktree import Builder
 from perfline.git import commit_info
 from perfline.jobs import expand
 from perfline.monitors import MONITORS, MonitorUnavailable
@@ -29,6 +29,7 @@ from perfline.stats.sequential import SequentialPlan
 from perfline.store import Regression, Store, Suspect
 from perfline.store.bisections import BisectionRecord
 from perfline.system.process import CommandFailed
+from perfline.targets.kernels import cache_dir
 from perfline.track.budget import Budget
 from perfline.track.testing import at_commit, cases
 from perfline.track.tracker_file import TrackedJob, TrackerSpec
@@ -257,7 +258,7 @@ def _job_file(spec: TrackerSpec, regression: Regression) -> Path | None:
 
 def _write_inline(spec: TrackerSpec, job: TrackedJob) -> Path:
     assert job.text is not None
-    path = cache_dir().parent / "track" / spec.name / f"{job.spec.name}.yaml"
+    path = cache_dir() / "track" / spec.name / f"{job.spec.name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     text = f"# written by `perfline track` from {spec.path}, for the bisections of its regressions\n{job.text}"
     if not path.is_file() or path.read_text() != text:

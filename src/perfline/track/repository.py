@@ -8,8 +8,8 @@ from datetime import date
 from pathlib import Path
 
 from perfline import git
-from perfline.builds.worktree import cache_dir
 from perfline.store import Store
+from perfline.targets.kernels import cache_dir
 from perfline.track.tracker_file import TrackerSpec
 
 Notify = Callable[[str], None]
@@ -21,7 +21,7 @@ def local_repo(spec: TrackerSpec, notify: Notify, fetch: bool = True) -> tuple[P
     (`fetch=False`: it was, a moment ago)."""
     if not spec.is_url:
         return Path(spec.repo), spec.branch
-    clone = cache_dir().parent / "track" / spec.name / "repo"
+    clone = cache_dir() / "track" / spec.name / "repo"
     if fetch or not (clone / ".git").exists():
         notify(f"fetching {spec.repo} into {clone}")
         git.clone_or_fetch(spec.repo, clone)

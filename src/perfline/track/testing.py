@@ -125,8 +125,7 @@ def test_commit(spec: TrackerSpec, commit: git.Commit, store: Store, builder: Bu
             if attempt + 1 < UNTESTABLE_AFTER:
                 notify(f"{commit.sha[:12]}: building it again from a fresh checkout and running once more")
         else:
-            runs_failed = store.failed_cases(spec.name, where.machine_ids).get(commit.sha, Counter())[key]
             notify(f"{commit.sha[:12]} ({commit.subject}) is untestable: {case.benchmark} failed on "
-                   f"{runs_failed} builds (each failed run keeps its output: perfline runs, perfline show ID)")
+                   f"{max(failed[key], UNTESTABLE_AFTER)} builds (each failed run keeps its output: perfline runs, perfline show ID)")
             return Tested(commit, runs, False, "untestable")
     return Tested(commit, runs, True)
