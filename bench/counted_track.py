@@ -118,8 +118,8 @@ def track_part(name: str, tracker_text: str) -> dict[str, object]:
         (scratch / "tracker.yaml").write_text(tracker_text)
         env = environment(scratch)
         started = time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "perfline", "track", "run", "tracker.yaml", "--once",
-                               "--pace-tolerance", "off"], cwd=scratch, env=env, capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, "-m", "perfline", "track", "run", "tracker.yaml", "--once"],
+                              cwd=scratch, env=env, capture_output=True, text=True,
                               timeout=7200, check=False)
         seconds = time.monotonic() - started
         if proc.returncode != 0:

@@ -1,6 +1,8 @@
 """The tracker under faults: real CLI passes over generated C histories, killed at random.
 
     .venv/bin/python bench/track_chaos.py [--histories 100] [--seed 1] [--jobs 1] [--commits 40]
+        [--first K] [--results FILE]      # histories K.. only; each outcome appended to FILE
+    .venv/bin/python bench/track_chaos.py --table FILE...   # the table of the outcomes in them
 
 Each history is a small C project (examples/bisect/bench.c and its Makefile) of
 `--commits` commits, tracked with `perfline track run --once` (every 8th commit and the
@@ -32,6 +34,7 @@ range >= 99%; the killed half no worse than the other.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -120,7 +123,7 @@ def environment(where: Path, history: History) -> dict[str, str]:
 
 # Passes at most per history: the first (maybe killed) and the next days' runs.
 PASSES = 4
-PASS = [sys.executable, "-m", "perfline", "track", "run", "tracker.yaml", "--once", "--pace-tolerance", "off"]
+PASS = [sys.executable, "-m", "perfline", "track", "run", "tracker.yaml", "--once"]
 
 
 def run_history(history: History, commits: int, expected_s: float, keep: Path | None) -> Outcome:
@@ -215,6 +218,19 @@ def table(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
+def outcome_from_json(line: str) -> Outcome:
+    fields = json.loads(line)
+    history = fields.pop("history")
+    history["broken"] = frozenset(history["broken"])
+    return Outcome(History(**history), **fields)
+
+
+def outcome_to_json(outcome: Outcome) -> str:
+    fields = dataclasses.asdict(outcome)
+    fields["history"]["broken"] = sorted(outcome.history.broken)
+    return json.dumps(fields)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--histories", type=int, default=100)
@@ -222,10 +238,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--keep", type=Path, help="keep each history's directory under this one")
+    parser.add_argument("--first", type=int, default=0, help="start at this history (a run in parts)")
+    parser.add_argument("--results", type=Path, help="append each outcome to this file (JSON lines)")
+    parser.add_argument("--table", type=Path, nargs="+", help="only print the table of these results files")
     args = parser.parse_args()
+    if args.table:
+        loaded = [outcome_from_json(line) for path in args.table for line in path.read_text().splitlines() if line]
+        by_index = {o.history.index: o for o in loaded}  # a history run twice counts once
+        print(table(list(by_index.values())))
+        print(f"\n{len(by_index)} histories; target: WRONG = 0, exact|range of narrowed >= 99%, "
+              "killed no worse than not killed")
+        return
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
-    histories = [draw(i, args.commits, args.seed) for i in range(args.histories)]
+    histories = [draw(i, args.commits, args.seed) for i in range(args.first, args.histories)]
     outcomes: list[Outcome] = []
     started = time.monotonic()
 
@@ -242,6 +268,9 @@ def main() -> None:
             print(f"history {h.index:>3}: step {h.step:+.1%} at {h.culprit:>2}, noise {h.noise:.1%}, broken "
                   f"{sorted(h.broken)}, {kill}: {outcome.verdict} {outcome.detail} ({outcome.narrowing_runs} "
                   f"narrowing runs, {outcome.seconds:.0f} s)", flush=True)
+            if args.results:
+                with args.results.open("a") as results:
+                    results.write(outcome_to_json(outcome) + "\n")
     print()
     print(table(outcomes))
     print(f"\n{len(outcomes)} histories of {args.commits} commits in {time.monotonic() - started:.0f} s; "

@@ -60,7 +60,7 @@ def once(index: int, keep: Path | None) -> Tracked:
             return subprocess.run([sys.executable, "-m", "perfline", *args], capture_output=True, text=True,
                                   cwd=where, env=env, check=False)
 
-        tracked = perfline("track", "run", "tracker.yaml", "--once", "--pace-tolerance", "off")
+        tracked = perfline("track", "run", "tracker.yaml", "--once")
         if keep is not None:
             (keep / f"track-{index}.log").write_text(tracked.stdout + tracked.stderr)
         commits = subprocess.run(["git", "-C", str(where / "src"), "rev-list", "--reverse", "main"],
