@@ -8,8 +8,8 @@ throw away what makes counts useful: one run a side decides a small step. Instea
 
 - The noise is measured: the spread of the repetitions of each side (when a side has
   two or more), and, where a series has a history, the spread of its neighbouring
-  commits' values (`history_noise`: most neighbours share their count, so the median
-  neighbour difference is the noise even when a few steps are real). With neither, it
+  commits' values (`history_noise`, through stats.neighbour_noise: a few real steps
+  are left out, and most neighbours sharing their count give 0). With neither, it
   is not known and the comparison falls back to `two_sample.compare`.
 - The change is decided when it is beyond the floor and its test passes: a t test on
   the log ratio with that noise (the repetitions' degrees of freedom; a history's noise
@@ -32,10 +32,14 @@ from numpy.typing import NDArray
 from scipy.special import stdtr, stdtrit
 
 from perfline.records.metric import Metric
+from perfline.stats.neighbour_noise import level_variance
 from perfline.stats.two_sample import Comparison, compare, verdict_of
 
 METHOD_COUNTED = "counted"
-# The history's neighbour differences are enough to measure noise from this many.
+# A count's history shows from this many neighbour differences whether it repeats (two of
+# three equal give 0). Fewer than a timed series needs (track.learned_noise.MIN_COMMITS):
+# a count mostly repeats, and where its sides have repetitions their spread is measured
+# too and the larger noise used.
 HISTORY_MIN_PAIRS = 3
 # A count's practical floor: a floor given for timed metrics (1% by default) applies to
 # counts only up to this. Half a percent more instructions is a real change of the code,
@@ -67,15 +71,13 @@ def _pooled(values: Sequence[NDArray[np.float64]]) -> tuple[float, int] | None:
 
 def history_noise(levels: Sequence[float]) -> float | None:
     """The noise of one value (relative sd, %) from a series' neighbouring levels (one per
-    tested commit, in order): the median absolute relative difference of neighbours,
-    scaled to a standard deviation (a difference of two values has √2 times its spread;
-    1.4826 × the median of |normal| is its sd). Robust to the few real steps among them;
-    None with fewer than HISTORY_MIN_PAIRS neighbours."""
-    level = np.asarray(levels, dtype=float)
-    if len(level) < HISTORY_MIN_PAIRS + 1 or (level <= 0).any():
+    tested commit, in order), the steps among them left out (stats.neighbour_noise): 0
+    when most neighbours repeat exactly, whatever the few that differ; None with fewer
+    than HISTORY_MIN_PAIRS neighbours."""
+    if len(levels) < HISTORY_MIN_PAIRS + 1:
         return None
-    steps = np.abs(np.diff(level) / level[:-1])
-    return 100 * 1.4826 * float(np.median(steps)) / math.sqrt(2)
+    variance = level_variance(levels)
+    return None if variance is None else 100 * math.sqrt(variance)
 
 
 def compare_counted(

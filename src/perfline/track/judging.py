@@ -66,7 +66,7 @@ def judge_history(store: Store, spec: TrackerSpec, tracked: list[Series], notify
     """Open or update a record for every significant change beyond the floor: between
     neighbouring tested commits, and at every change point of a long enough series."""
     from perfline.stats.changepoint import ChangePoint  # scipy: only when judging
-    from perfline.stats.counted import compare_counted, counted_floor, history_noise
+    from perfline.stats.counted import compare_counted, counted_floor
     from perfline.stats.two_sample import IMPROVEMENT, REGRESSION
 
     found: list[Found] = []
@@ -81,7 +81,7 @@ def judge_history(store: Store, spec: TrackerSpec, tracked: list[Series], notify
         # comparison has no inconclusive band to screen.
         counted = series.metric.counted
         floor = counted_floor(spec.floor_pct) if counted else spec.floor_pct
-        count_noise = history_noise([float(np.mean(p.values)) for p in series.points]) if counted else None
+        count_noise = _count_noise(series) if counted else None
         for index in range(1, len(series.points)):
             before, after = series.points[index - 1], series.points[index]
             if counted:
@@ -208,6 +208,14 @@ def series_noise(series: Series) -> Noise:
     return learn_noise([p.values for p in series.points if len(p.runs) == 1], ASSUMED_BETWEEN_RUN_CV_PCT)
 
 
+def _count_noise(series: Series) -> float | None:
+    """A counted series' noise (relative sd of one value, %) from its whole history, one
+    level a tested commit (stats.counted.history_noise); None while it is too short."""
+    from perfline.stats.counted import history_noise  # scipy: only when judging
+
+    return history_noise([float(np.mean(p.values)) for p in series.points])
+
+
 def _labels(point: Point) -> list[int]:
     """The run of each of a point's values (they are in run order): runs are the unit."""
     return [run.id for run in point.runs for _ in range(run.samples)]
@@ -230,8 +238,6 @@ def daily_numbers(spec: TrackerSpec, repo: Path, tracked: list[Series], history:
     (learned from its history, else the assumed 1%), as a comparison of one run a side does."""
     from scipy import stats  # only when the numbers are made
 
-    from perfline.stats.counted import history_noise
-
     series = [s for s in tracked
               if s.order == "commit" and s.metric.direction is not Direction.NEUTRAL
               and spec.number in ("all", "counted" if s.metric.counted else "timed")]
@@ -243,8 +249,7 @@ def daily_numbers(spec: TrackerSpec, repo: Path, tracked: list[Series], history:
         return []
     reference = git.resolve(repo, spec.reference) if spec.reference else commits[0]
     # A counted series' noise is its history's (stats.counted), not the assumed 1%.
-    noises = [history_noise([float(np.mean(p.values)) for p in s.points]) if s.metric.counted else None
-              for s in series]
+    noises = [_count_noise(s) if s.metric.counted else None for s in series]
     z = float(stats.norm.ppf(0.975))
     numbers = []
     for sha in commits:
