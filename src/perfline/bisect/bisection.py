@@ -314,11 +314,14 @@ class Bisection:
         """The commit to measure next, or None when the bisection is over."""
         if self.status() is not BisectionStatus.RUNNING:
             return None
+        # A running A/B measures only its own pair until it ends (the posterior left the pair
+        # or it decided), even when the endpoints' separation fell back under the threshold
+        # with the A/B's samples at an endpoint: endpoint runs resume after it.
+        if (ab := self._running_ab()) is not None:
+            return ab.next_probe()
         # Both endpoints first: they fix the levels and the noise every probe is judged by.
         if self._in_endpoint_phase():
             return self._fewer_endpoint()
-        if (ab := self._running_ab()) is not None:
-            return ab.next_probe()
         state = self._state()
         assert state.weights is not None  # both endpoints have samples after their phase
         return informative_probe(state.posterior, self._testable, state.commits, state.y, state.weights)
