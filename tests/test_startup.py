@@ -20,7 +20,6 @@ import pytest
 from perfline.store import Store
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-ENV = {**os.environ, "PYTHONPATH": str(SRC)}  # this tree's perfline, whatever is installed
 # Libraries no command needs before it computes, draws or opens the store.
 HEAVY = ("scipy", "numpy", "matplotlib", "pandas", "sqlalchemy", "alembic", "procrastinate", "psycopg")
 # Of those, what a command that lists the runs of a store at the schema's head needs.
@@ -37,9 +36,15 @@ main()
 """
 
 
+def env() -> dict[str, str]:
+    """The test's environment (conftest's settings included), with this tree's perfline
+    first on the path, whatever is installed."""
+    return {**os.environ, "PYTHONPATH": str(SRC)}
+
+
 def loaded(*argv: str) -> set[str]:
     """The top-level packages a `perfline ARGV` process had imported when it exited."""
-    result = subprocess.run([sys.executable, "-c", LOADED_AT_EXIT, *argv], env=ENV, capture_output=True,
+    result = subprocess.run([sys.executable, "-c", LOADED_AT_EXIT, *argv], env=env(), capture_output=True,
                             text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     line = next(line for line in result.stderr.splitlines() if line.startswith("LOADED "))
@@ -48,7 +53,7 @@ def loaded(*argv: str) -> set[str]:
 
 def test_importing_the_cli_loads_no_heavy_library() -> None:
     code = f"import sys, perfline.cli.app; print(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))"
-    result = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, timeout=120, check=True)
+    result = subprocess.run([sys.executable, "-c", code], env=env(), capture_output=True, text=True, timeout=120, check=True)
     assert result.stdout.strip() == "[]"
 
 
