@@ -84,6 +84,23 @@ def test_internal_error_is_one_line_with_the_traceback_file(tmp_path: Path) -> N
     assert debug.returncode == 1 and "Traceback (most recent call last)" in debug.stderr
 
 
+def test_a_store_that_fails_during_a_command_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """SQLAlchemy's OperationalError mid-command (a server restarted, a disk filled): one
+    line with the database's reason, exit 2 (cli.errors imports the class only on its
+    error path, not at start-up)."""
+    from sqlalchemy.exc import OperationalError
+
+    from perfline.cli.errors import guarded
+
+    def lost() -> None:
+        raise OperationalError("INSERT INTO samples", {}, sqlite3.OperationalError("disk I/O error\nmore"))
+
+    with pytest.raises(SystemExit) as exited:
+        guarded(lost, ["perfline"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip() == "error: the store failed: disk I/O error"
+
+
 def test_a_store_that_opens_keeps_working(tmp_path: Path) -> None:
     """The boundary does not turn a good store into an error: a fresh file is created."""
     db = tmp_path / "new.db"

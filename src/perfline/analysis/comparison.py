@@ -20,13 +20,13 @@ from perfline.records.metric import Metric
 from perfline.records.profile import Chain, Symbol
 from perfline.stats.profile_diff import ChainShift, SymbolShift, shares, shifts
 from perfline.stats.summary import Summary, summarize
-from perfline.store import RunDetail, SampleColumns, Store, sample_columns
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
     from perfline.stats.two_sample import Comparison
+    from perfline.store import RunDetail, SampleColumns, Store
 
 DEFAULT_ALPHA = 0.01
 DEFAULT_FLOOR_PCT = 1.0
@@ -76,6 +76,8 @@ class Side:
     def _columns(self) -> dict[str, SampleColumns]:
         if self.samples is not None:
             return self.samples
+        from perfline.store import sample_columns  # SQLAlchemy: only when comparing, not at start-up
+
         rows = [(run.info.id, s.repetition, s.metric.name, s.source, s.value) for run in self.runs for s in run.samples]
         metrics = {s.metric.name: s.metric for run in self.runs for s in run.samples}
         return sample_columns(rows, metrics, [run.info.id for run in self.runs])

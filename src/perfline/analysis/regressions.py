@@ -13,13 +13,13 @@ from perfline.records.fingerprint import Fingerprint
 from perfline.records.job import ACCELS, Case, VmSpec
 from perfline.records.metric import Metric
 from perfline.records.status import RegressionStatus, RunStatus
-from perfline.store import Regression, RunDetail, Store
 from perfline.targets.kernels import KernelError, get_kernel
 
 if TYPE_CHECKING:
     from perfline.runner import RunContext
     from perfline.stats.changepoint import ChangePoint
     from perfline.stats.sequential import SequentialPlan
+    from perfline.store import Regression, RunDetail, Store
 
 STATUSES = tuple(RegressionStatus)
 # Who may follow whom: a confirmed change gets bisected and later fixed; a false alarm
@@ -62,6 +62,8 @@ def record(
     of this detection took). A known record still `new` takes the new estimate and
     runs; any other is left as it is.
     """
+    from perfline.store import Regression  # SQLAlchemy: only when recording, not at start-up
+
     before = series.points[change.index - 1].runs[-1]
     after = series.points[change.index].runs[0]
     near = []

@@ -15,10 +15,10 @@ from perfline import git
 from perfline.records.errors import UserError
 from perfline.records.metric import Direction, Metric
 from perfline.records.status import RunStatus
-from perfline.store import RunInfo, RunValues
 
 if TYPE_CHECKING:
     from perfline.stats.changepoint import ChangePoint
+    from perfline.store import RunInfo, RunValues
 
 # The label `perfline bisect` gives the runs it measures (cli/bisect.py).
 BISECT_LABEL = re.compile(r"bisect-\d+")

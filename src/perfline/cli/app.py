@@ -58,11 +58,11 @@ from perfline.report.runs import (
     runs_table,
 )
 from perfline.stats.sequential import DEFAULT_MAX_PAIRS, FIRST_LOOK, SequentialPlan
-from perfline.store import RunNotFound, Store, resolve_url
 from perfline.system.journal import journal_files, state_dir, this_boot
 
 if TYPE_CHECKING:
     from perfline.runner import RunOutcome
+    from perfline.store import Store
 
 # The commands that run benchmarks import the runner, the job parser and the registries
 # of benchmarks and monitors inside: with the other command modules' such imports, 0.08 s
@@ -263,6 +263,8 @@ def runs(
 
     Example: perfline runs --limit 20
     """
+    from perfline.store import resolve_url  # SQLAlchemy: when the store is opened (cli.common.open_store)
+
     listed = open_store().list_runs(limit)
     if as_json:
         print(json.dumps([run_info_json(r) for r in listed], indent=2))
@@ -280,6 +282,8 @@ def show(
 
     Example: perfline show 12
     """
+    from perfline.store import RunNotFound  # SQLAlchemy: when the store is opened
+
     try:
         detail = open_store().get_run(run_id)
     except RunNotFound as exc:
@@ -333,6 +337,8 @@ def compare(
 
     Example: perfline compare --label v6.6 --label v6.7
     """
+    from perfline.store import RunNotFound  # SQLAlchemy: when the store is opened
+
     if csv_files:
         if label or kernel:
             raise fail("--csv compares files: give them as arguments, without --label or --kernel")

@@ -13,12 +13,12 @@ import typer
 from perfline.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, errors, fail, notify, open_store
 from perfline.cli.help_style import App
 from perfline.records.errors import UserError
-from perfline.store import Store
-from perfline.store.bisections import BisectionRecord
 from perfline.system.speed import PATIENCE_S
 
 if TYPE_CHECKING:
     from perfline.bisect.driver import Progress as ProbeProgress
+    from perfline.store import Store
+    from perfline.store.bisections import BisectionRecord
 
 # The bisection core needs scipy; it is imported inside the commands that use it, so
 # that every other perfline command starts without loading it.

@@ -11,7 +11,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from perfline.store import Store
 from perfline.system.journal import state_dir
 from perfline.system.kernel_state import restore_leftovers
 from perfline.targets import local
@@ -20,6 +19,7 @@ if TYPE_CHECKING:
     from perfline.records.fingerprint import Fingerprint
     from perfline.records.job import Case
     from perfline.runner import RunContext
+    from perfline.store import Store
     from perfline.store.kexec_boots import KexecBoot
 
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
@@ -59,6 +59,10 @@ def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
 
 def open_store(url: str | None = None, outage_wait_s: float = 0.0) -> Store:
     """The store (`url`, else --db / $PERFLINE_DB), with this host's dead runs marked."""
+    # SQLAlchemy and the store's modules: when a command opens it, not at every start
+    # (0.5 s of CPU, `perfline --help` included; bench/startup.py).
+    from perfline.store import Store
+
     store = Store.open(url or state.db, outage_wait_s)
     reaped = store.reap_dead_runs(local.boot_id(), local.hostname(), local.pid_alive)
     if reaped:

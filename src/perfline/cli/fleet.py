@@ -12,10 +12,10 @@ import typer
 
 from perfline.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, errors, fail, notify, open_store, state
 from perfline.cli.help_style import App
-from perfline.store import Store, resolve_url
 
 if TYPE_CHECKING:
     from perfline.fleet.queue import FleetQueue
+    from perfline.store import Store
 
 fleet_app = App(help="Many test machines on the store's PostgreSQL: submit jobs, watch, drain.\n\n"
                      "Example: perfline fleet status")
@@ -28,8 +28,10 @@ StalledOption = Annotated[
 
 
 def _open() -> tuple[Store, FleetQueue]:
-    # Imported here: procrastinate is needed by fleet commands only.
+    # Imported here: procrastinate is needed by fleet commands only, SQLAlchemy when the
+    # store is opened (cli.common.open_store).
     from perfline.fleet.queue import FleetQueue
+    from perfline.store import resolve_url
 
     store = open_store()
     return store, FleetQueue(resolve_url(state.db))
@@ -59,6 +61,7 @@ def worker(
     from perfline.fleet.stalled import STALLED_S
     from perfline.fleet.worker import FleetWorker, WorkerSettings
     from perfline.runner import terminate_as_interrupt
+    from perfline.store import resolve_url
 
     url = resolve_url(db or state.db)
     settings = WorkerSettings(stalled_s=stalled or STALLED_S, health_every=health_every, outage_wait_s=outage_wait)
@@ -223,6 +226,7 @@ def install_worker(
     Example: perfline fleet install-worker --machine lab-3 --class xeon-8
     """
     from perfline.fleet.queue import conninfo
+    from perfline.store import resolve_url
 
     url = resolve_url(state.db)
     conninfo(url)  # a store that is not PostgreSQL cannot hold the queue: say so now

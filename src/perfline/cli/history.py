@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -30,8 +30,10 @@ from perfline.report.regressions import (
     regressions_table,
 )
 from perfline.report.series_view import history_table, write_png
-from perfline.store import RunNotFound, Store
 from perfline.targets import local
+
+if TYPE_CHECKING:
+    from perfline.store import Store
 
 RepoOption = Annotated[
     Path | None,
@@ -194,6 +196,8 @@ def confirm_regression(
 
     Example: perfline regressions confirm 3 --pairs 12
     """
+    from perfline.store import RunNotFound  # SQLAlchemy: when the store is opened (cli.common.open_store)
+
     store = open_store()
     try:
         regression = store.get_regression(regression_id)
@@ -216,6 +220,8 @@ def mark_regression(
 
     Example: perfline regressions mark 3 fixed --note 'fixed by 1a2b3c4d'
     """
+    from perfline.store import RunNotFound  # SQLAlchemy: when the store is opened
+
     try:
         updated = records.transition(open_store(), regression_id, status, note)
     except (RunNotFound, records.TransitionError) as exc:

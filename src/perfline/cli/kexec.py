@@ -15,7 +15,6 @@ from rich.table import Table
 
 from perfline.cli.common import EXIT_FAILED, console, errors, notify, open_store, running, state
 from perfline.records.errors import UserError
-from perfline.store import resolve_url
 from perfline.system.files import write_durably
 from perfline.targets import kexec, machine_settings
 
@@ -51,6 +50,8 @@ def install_resume(
 
     Example: perfline kernels install-resume --unit-dir /etc/systemd/system
     """
+    from perfline.store import resolve_url  # SQLAlchemy: only here, not at every start
+
     command = [sys.executable, "-m", "perfline", "--db", resolve_url(state.db), "resume"]
     environment = {key: os.environ[key] for key in UNIT_ENVIRONMENT if os.environ.get(key)}
     unit = unit_dir / kexec.RESUME_UNIT

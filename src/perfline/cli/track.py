@@ -17,7 +17,6 @@ from rich.markup import escape
 from perfline.cli.bisect import PaceOption, _pace_tolerance
 from perfline.cli.common import EXIT_INTERRUPTED, console, errors, fail, notify, open_store, state
 from perfline.cli.help_style import App
-from perfline.store import Store
 from perfline.targets import local
 
 if TYPE_CHECKING:
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
     from perfline.records.metric import Measurement
     from perfline.report.tracking import TrackerState
     from perfline.runner import RunOutcome
+    from perfline.store import Store
     from perfline.track.tracker_file import TrackerSpec
 
 track_app = App(help="Follow a branch: test new commits, find changes, bisect each to its commit.\n\n"

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-import numpy as np
-
+# numpy, like matplotlib, is imported where a figure or estimate is computed: `perfline`
+# imports this module at start-up (`history`'s table shares its colours).
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -49,6 +49,8 @@ class Estimate:
     @classmethod
     def ci(cls, values: Sequence[float], confidence: float = 0.95) -> Estimate:
         """The mean with its t confidence interval (no bar below two values)."""
+        import numpy as np  # numpy: only when computing (see the imports)
+
         data = np.asarray(values, dtype=float)
         mean = float(data.mean())
         half = 0.0
@@ -62,6 +64,8 @@ class Estimate:
     @classmethod
     def stddev(cls, values: Sequence[float]) -> Estimate:
         """The mean ± the sample standard deviation."""
+        import numpy as np  # numpy: only when computing
+
         data = np.asarray(values, dtype=float)
         mean = float(data.mean())
         spread = float(data.std(ddof=1)) if len(data) > 1 else 0.0
@@ -151,6 +155,8 @@ def grouped_bars(
     `notes` (one per category, may be empty) are written above the groups, e.g. the
     %change of B against A with its interval. `log`: a logarithmic value axis, for
     heavy-tailed values such as latencies (error bars below zero are cut off there)."""
+    import numpy as np  # numpy: only when drawing
+
     figure, axes = new_axes(max(5.0, 1.6 * len(categories) * max(1, len(series)) ** 0.5 + 2.5))
     width = 0.8 / max(1, len(series))
     base = np.arange(len(categories), dtype=float)
@@ -223,6 +229,8 @@ def heatmap(
 ) -> None:
     """`matrix[row][column]` as colours with each cell's text (`cells`, else the value)
     written in it."""
+    import numpy as np  # numpy: only when drawing
+
     data = np.asarray(matrix, dtype=float)
     if data.shape != (len(rows), len(columns)):
         raise ValueError(f"matrix of shape {data.shape} for {len(rows)} rows, {len(columns)} columns")

@@ -12,10 +12,10 @@ from rich.text import Text
 
 from perfline.analysis.series import Series
 from perfline.report.series_view import KIND_STYLE
-from perfline.store import Regression
 
 if TYPE_CHECKING:
     from perfline.stats.changepoint import ChangePoint
+    from perfline.store import Regression
 
 
 def regression_json(r: Regression) -> dict[str, Any]:
@@ -51,7 +51,7 @@ def regressions_table(listed: Sequence[Regression]) -> Table:
 
 
 # What `detect` found: each change point with the record it opened or matched.
-Detected = tuple[Series, "ChangePoint", Regression, bool]
+Detected = tuple[Series, "ChangePoint", "Regression", bool]
 
 
 def detected_json(found: Sequence[Detected]) -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -13,7 +13,9 @@ from rich.text import Text
 
 from perfline.records.metric import Metric
 from perfline.stats import Summary, summarize
-from perfline.store import RunDetail, RunInfo
+
+if TYPE_CHECKING:
+    from perfline.store import RunDetail, RunInfo
 
 STATUS_STYLE = {"completed": "green", "running": "cyan", "failed": "red", "interrupted": "yellow"}
 

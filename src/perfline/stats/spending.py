@@ -33,12 +33,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import numpy as np
-from numpy.typing import NDArray
-from scipy import optimize, special
+# numpy and scipy are imported in the functions that compute a boundary: `perfline`
+# imports this module at start-up (`ab`'s options), where scipy.optimize cost 0.7 s of CPU.
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
-FloatArray = NDArray[np.float64]
+    FloatArray = NDArray[np.float64]
 
 # Grid points per standard deviation of the smallest increment between looks, and the
 # lower end of every grid in standard deviations of its look: the mass below -8 sd is
@@ -53,10 +56,15 @@ class Spending(StrEnum):
 
 
 def _normal_sf(x: FloatArray | float) -> FloatArray:
+    import numpy as np  # numpy, scipy: only when computing
+    from scipy import special
+
     return np.asarray(0.5 * special.erfc(np.asarray(x) / math.sqrt(2.0)))
 
 
 def _normal_isf(p: float) -> float:
+    from scipy import special  # scipy: only when computing
+
     return float(-special.ndtri(p))
 
 
@@ -69,6 +77,8 @@ def spent(kind: Spending, t: float, alpha: float) -> float:
 
 def _simpson_weights(m: int, h: float) -> FloatArray:
     """Simpson's rule on m (odd) equally spaced points h apart."""
+    import numpy as np  # numpy: only when computing
+
     w = np.full(m, 2.0)
     w[1::2] = 4.0
     w[0] = w[-1] = 1.0
@@ -86,6 +96,8 @@ class _Grid:
 
 
 def _grid(t: float, upper: float, step: float) -> tuple[FloatArray, FloatArray]:
+    import numpy as np  # numpy: only when computing
+
     lo = -LOWEST_SD * math.sqrt(t)
     m = max(math.ceil((upper - lo) / step), 2)
     m += 1 - m % 2  # Simpson's rule needs an odd count
@@ -97,6 +109,8 @@ class Boundary:
     """Upper one-sided boundaries for the looks at `fractions`, spending `alpha`."""
 
     def __init__(self, fractions: Sequence[float], alpha: float, kind: Spending) -> None:
+        import numpy as np  # numpy: only when computing
+
         t = [float(f) for f in fractions]
         if not t or any(b <= a for a, b in itertools.pairwise(t)) or t[0] <= 0 or abs(t[-1] - 1.0) > 1e-12:
             raise ValueError(f"information fractions must rise from above 0 to 1, got {t}")
@@ -129,9 +143,13 @@ class Boundary:
     def _solve(self, k: int, target: float) -> float:
         if target <= 0.0:
             return math.inf
+        from scipy import optimize  # scipy: only when computing
+
         return float(optimize.brentq(lambda z: self._crossing(k, z) - target, -LOWEST_SD, 40.0, xtol=1e-10))
 
     def _continue(self, k: int, z: float) -> _Grid:
+        import numpy as np  # numpy: only when computing
+
         tk = self.fractions[k]
         upper = min(z, LOWEST_SD + 2.0) * math.sqrt(tk)
         s, w = _grid(tk, upper, self._step)

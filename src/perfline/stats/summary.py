@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-from numpy.typing import NDArray
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,8 @@ class Summary:
 def summarize(values: Sequence[float] | NDArray[np.float64]) -> Summary:
     if len(values) == 0:
         raise ValueError("cannot summarize an empty sample")
+    import numpy as np  # numpy: only when summarizing (`perfline` imports this module at start-up)
+
     data = np.asarray(values, dtype=float)
     return Summary(
         n=len(data),

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import yaml
-
 from perfline.records.errors import UserError
 from perfline.system.files import write_durably
 
@@ -72,6 +70,8 @@ def set_resume_unit(unit: Path, path: Path | None = None) -> MachineSettings:
 
 
 def _update(path: Path | None, **values: str) -> MachineSettings:
+    import yaml  # only when the file is read or written: `perfline` imports this module at start-up
+
     path = path or settings_path()
     try:
         text = path.read_text()
@@ -85,6 +85,8 @@ def _update(path: Path | None, **values: str) -> MachineSettings:
 
 
 def _mapping(text: str, path: Path) -> dict[str, object]:
+    import yaml  # only when the file is read or written
+
     try:
         data = yaml.safe_load(text) if text.strip() else {}
     except yaml.YAMLError as exc:
