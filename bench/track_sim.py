@@ -11,17 +11,16 @@ history, as one pass over it (`track run` after `since` was set 1000 commits bac
 
 - test the selected commits (every 1, 8, 32, and `daily` as every 10: a branch that
   gets 10 commits a day), one run of 5 repetitions each;
-- judge: each tested commit against the one before it with the tracker's own rule
-  (track.judging.judge_pair: stats.two_sample, runs as the unit, α 0.01, floor 1%),
-  and the change points of the series (stats.changepoint) once it has 6 points; a
-  change point within 5 points of a known one is that one (analysis.regressions.MARGIN).
-  `--rules learned` (the tracker's rules now): the between-run variation a one-run side
-  is given is learned from the series (track.learned_noise, over its last 30 tested
-  commits), and with narrowing on a pair inconclusive at 0.01 but p < 0.05 beyond the
-  floor is screened in (judging.SCREEN_ALPHA), and a change's range spans every place
-  its data cannot tell from it, overlapping ranges one change (judging.change_ranges). `--rules today`: the
-  assumed 1%, no screen, a change point's range its one pair (the rules before issue
-  27), for the comparison in docs/track.md;
+- judge: `--rules learned` (the tracker's rules now) is the tracker's own judging,
+  track.judging.series_changes, on the tested commits as a series: each tested commit
+  against the one before it (stats.two_sample, runs as the unit, α 0.01, floor 1%,
+  the between-run variation learned from the series' last 30 tested commits), a pair
+  inconclusive at 0.01 but p < 0.05 beyond the floor screened in, pooled windows of
+  tested commits, the change points once it has 6 points, a screened pair that is a
+  nearby change's shadow left out, each change's range every place its data cannot
+  tell from it, overlapping ranges one change. `--rules today`: the assumed 1%, no
+  screen, change points within 5 points of a known change that change, a change's
+  range its one pair (the rules before issue 27), for the comparison in docs/track.md;
 - narrow every regression opened: confirm with the sequential interleaved A/B of its two
   tested commits (at most 20 pairs; `--rules learned`: 40 for a record found at 0.01,
   track.narrowing.confirm_pairs), a record the A/B leaves inconclusive ending
@@ -47,17 +46,20 @@ import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 
 from perfline.analysis.regressions import MARGIN
+from perfline.analysis.series import Point, Series
 from perfline.bisect import Bisection
 from perfline.records.metric import Direction, Metric
 from perfline.records.status import BisectionStatus
 from perfline.stats.changepoint import ChangePoint, detect
 from perfline.stats.sequential import SequentialPlan
 from perfline.stats.two_sample import ASSUMED_BETWEEN_RUN_CV_PCT, REGRESSION
-from perfline.track.judging import change_ranges, judge_pair
+from perfline.store import RunInfo
+from perfline.track.judging import judge_pair, series_changes
 from perfline.track.learned_noise import Noise, learn_noise
 from perfline.track.narrowing import CONFIRM_MAX_PAIRS, confirm_pairs
 
@@ -98,6 +100,34 @@ class History:
         return (level * self.rng.lognormal(0, self.noise, repetitions)).tolist()
 
 
+def as_series(values: list[list[float]]) -> Series:
+    """The tested commits as a tracker's series: one run of REPEAT values each."""
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    return Series(METRIC, "sim", "k", "m", "host", [
+        Point((RunInfo(i + 1, "sim", "sim", "k", "local", "6.1", "host", "sim", f"{i:040x}", "completed",
+                       len(v), len(v), when, when),), tuple(v)) for i, v in enumerate(values)], "commit")
+
+
+def judged_before_issue_27(values: list[list[float]]) -> list[tuple[ChangePoint, int, int]]:
+    """The rules before issue 27: neighbours given the assumed 1%, no screen, change
+    points within MARGIN of a known change that change, a change's range its pair."""
+    between = Noise(ASSUMED_BETWEEN_RUN_CV_PCT)
+    changes: list[ChangePoint] = []  # index: into the tested commits, of the first point after a change
+    for i in range(1, len(values)):
+        a, b = values[i - 1], values[i]
+        if abs(math.log(np.mean(b) / np.mean(a))) < 0.01:
+            continue  # cannot pass the 1% floor: the comparison would say so too
+        judged = judge_pair(a, b, METRIC, FLOOR_PCT, between, ())
+        if judged is not None and judged[0].verdict == REGRESSION:
+            c = judged[0]
+            changes.append(ChangePoint(i, c.change_pct, c.ci_pct, -math.log10(max(c.p_value, 1e-300)), c.p_value))
+    if len(values) >= 6:
+        for change in [c for c in detect(values) if c.change_pct > FLOOR_PCT]:
+            if all(abs(change.index - c.index) > MARGIN for c in changes):
+                changes.append(change)
+    return [(c, c.index, c.index) for c in sorted(changes, key=lambda c: c.index)]
+
+
 def trial(args: tuple[int, float, int, str]) -> Outcome:
     every, noise, seed, rules = args
     rng = np.random.default_rng(seed)
@@ -107,36 +137,18 @@ def trial(args: tuple[int, float, int, str]) -> Outcome:
     points = {c: history.run(c, REPEAT) for c in tested}
     runs, executions = len(tested), len(tested) * REPEAT
     learned = rules == "learned"
-    between = (learn_noise([points[c] for c in tested], ASSUMED_BETWEEN_RUN_CV_PCT) if learned
-               else Noise(ASSUMED_BETWEEN_RUN_CV_PCT))
-    # Judge: neighbours, then change points, merged within MARGIN points (as record() does).
-    changes: list[ChangePoint] = []  # index: into `tested`, of the first point after a change
-    screened: set[int] = set()
-    for i in range(1, len(tested)):
-        a, b = points[tested[i - 1]], points[tested[i]]
-        if abs(math.log(np.mean(b) / np.mean(a))) < 0.01:
-            continue  # cannot pass the 1% floor: the comparison would say so too
-        judged = judge_pair(a, b, METRIC, FLOOR_PCT, between, NARROWED if learned else ())
-        if judged is not None and judged[0].verdict in (REGRESSION, "inconclusive"):
-            c = judged[0]
-            changes.append(ChangePoint(i, c.change_pct, c.ci_pct, -math.log10(max(c.p_value, 1e-300)), c.p_value))
-            if judged[1]:
-                screened.add(i)
     values = [points[c] for c in tested]
-    if len(tested) >= 6:
-        found = [c for c in detect(values) if c.change_pct > FLOOR_PCT]
-        # A screened pair a change point backs is the change point's finding (judging._backed).
-        screened = {i for i in screened if all(abs(c.index - i) > MARGIN for c in found)} if learned else screened
-        for change in found:
-            if all(abs(change.index - c.index) > MARGIN for c in changes):
-                changes.append(change)
     out = {"false": 0, "false_screened": 0, "false_confirmed": 0, "false_runs": 0, "false_executions": 0,
            "real_runs": 0, "real_executions": 0}
     detected = exact = wrong = False
-    # Each change's range: every place the data cannot tell from its own, overlapping
-    # ranges one change (judging.change_ranges); today's rules: the pair.
-    ranges = change_ranges(changes, values, between, METRIC) if learned else \
-        [(c, c.index, c.index) for c in sorted(changes, key=lambda c: c.index)]
+    if learned:  # the tracker's own judging (track.judging.series_changes), regressions only
+        between = learn_noise(values, ASSUMED_BETWEEN_RUN_CV_PCT)
+        found = [c for c in series_changes(as_series(values), FLOOR_PCT, NARROWED) if c.point.change_pct > 0]
+        ranges = [(c.point, c.first, c.last) for c in found]
+        screened = {c.point.index for c in found if c.screened}
+    else:
+        between = Noise(ASSUMED_BETWEEN_RUN_CV_PCT)
+        ranges, screened = judged_before_issue_27(values), set()
     for change, first, last in ranges:
         i = change.index
         good, bad = tested[first - 1], tested[last]

@@ -90,9 +90,10 @@ def test_track_narrows_the_regression_to_its_commit_and_tests_only_new_commits(p
     found = [r for r in listed if r["kind"] == "regression"]
     assert len(found) == 1, (listed, first.stdout[-4000:], first.stderr[-2000:])
     [regression] = found
-    # The tested commits around the culprit, or one more back: where the noise cannot tell
-    # two splits apart, the range holds both (track.judging.change_span); the culprit is exact.
-    assert regression["bad"] == commits[47] and regression["good"] in (commits[31], commits[39])
+    # The tested commits around the culprit, or a tested commit more on a side where the
+    # noise cannot tell two splits apart (track.judging.change_span): the range holds the
+    # culprit, and the bisection names it exactly.
+    assert commits.index(regression["good"]) < CULPRIT <= commits.index(regression["bad"]), regression
     assert regression["status"] == "bisected"
     assert regression["culprit"] == commits[CULPRIT]
     assert regression["culprit_subject"] == f"change {CULPRIT} (more work)"
@@ -246,9 +247,10 @@ def test_narrow_all_names_the_commit_of_an_improvement(tmp_path: Path, monkeypat
     listed = json.loads(perfline(tmp_path, "regressions", "--json").stdout)
     assert [r["kind"] for r in listed] == ["improvement"], listed
     [improvement] = listed
-    # The tested commits around the culprit, or one more back: where the noise cannot tell
-    # two splits apart, the range holds both (track.judging.change_span); the culprit is exact.
-    assert improvement["bad"] == commits[47] and improvement["good"] in (commits[31], commits[39])
+    # The tested commits around the culprit, or a tested commit more on a side where the
+    # noise cannot tell two splits apart (track.judging.change_span): the range holds the
+    # culprit, and the bisection names it exactly.
+    assert commits.index(improvement["good"]) < CULPRIT <= commits.index(improvement["bad"]), improvement
     assert improvement["status"] == "bisected", first.stderr[-3000:]
     assert improvement["culprit"] == commits[CULPRIT]
     assert improvement["culprit_subject"] == f"change {CULPRIT} (less work)"

@@ -6,7 +6,9 @@ Each series' between-run variation is learned from its own tested commits
 interval in place of the assumed 1%. With narrowing on, a neighbour pair that the
 comparison leaves inconclusive but that passes the looser SCREEN_ALPHA beyond the floor
 opens a record too: its confirmation (a fresh interleaved A/B at alpha 0.01) decides it,
-so the screen costs runs, never a wrong answer."""
+so the screen costs runs, never a wrong answer. Pooled windows of tested commits find
+the steps one pair is too noisy to show; a screened pair that the data place at a
+nearby change is that change's shadow, not a second place for it."""
 
 from __future__ import annotations
 
@@ -48,6 +50,8 @@ SPAN_CHI2 = 6.63
 # neighbour pair in 20 without a change is screened by chance, a few A/B pairs each
 # (bench/track_sim.py counts them); a 3% step at 3% noise is found about twice as often.
 SCREEN_ALPHA = 0.05
+# Pooled windows (pooled_changes): up to this many tested commits a side, runs the unit.
+POOL_POINTS = 3
 
 
 @dataclass(frozen=True)
@@ -63,59 +67,89 @@ def tracker_series(store: Store, spec: TrackerSpec, repo: Path, where: Measuring
 
 
 def judge_history(store: Store, spec: TrackerSpec, tracked: list[Series], notify: Notify) -> list[Found]:
-    """Open or update a record for every significant change beyond the floor: between
-    neighbouring tested commits, and at every change point of a long enough series."""
-    from perfline.stats.changepoint import ChangePoint  # scipy: only when judging
-    from perfline.stats.counted import compare_counted, counted_floor
-    from perfline.stats.two_sample import IMPROVEMENT, REGRESSION
-
+    """Open or update a record for every significant change beyond the floor (series_changes)."""
     found: list[Found] = []
     for series in tracked:
         if series.order != "commit" or series.metric.direction is Direction.NEUTRAL:
             continue
-        changes: list[ChangePoint] = []
-        screened: set[int] = set()
-        noise = series_noise(series)
-        # A count's noise is measured from its history too (stats.counted), so one run a
-        # commit decides; its floor is at most counted_floor. It is never screened: its
-        # comparison has no inconclusive band to screen.
-        counted = series.metric.counted
-        floor = counted_floor(spec.floor_pct) if counted else spec.floor_pct
-        count_noise = _count_noise(series) if counted else None
-        for index in range(1, len(series.points)):
-            before, after = series.points[index - 1], series.points[index]
-            if counted:
-                counts = compare_counted(before.values, after.values, series.metric, floor_pct=floor,
-                                         history_noise_pct=count_noise)
-                judged = (counts, False) if counts.verdict in (REGRESSION, IMPROVEMENT) else None
-            else:
-                judged = judge_pair(before.values, after.values, series.metric, spec.floor_pct, noise, spec.narrow,
-                                    _labels(before), _labels(after))
-            if judged is not None:
-                c, screen = judged
-                changes.append(ChangePoint(index, c.change_pct, c.ci_pct, -math.log10(max(c.p_value, 1e-300)),
-                                           c.p_value))
-                if screen:
-                    screened.add(index)
-        if len(series.points) >= _DETECT_MIN_POINTS:
-            points = [c for c in series.change_points() if abs(c.change_pct) > floor]
-            changes = [_backed(c, points) if c.index in screened else c for c in changes]
-            screened = {i for i in screened if not _near(i, points)}
-            known = {c.index for c in changes}
-            changes += [c for c in points if c.index not in known]
         claimed: list[int] = []
-        for change, first, last in change_ranges(changes, [p.values for p in series.points], noise, series.metric):
-            good, bad = series.points[first - 1].runs[0].kernel_commit, series.points[last].runs[0].kernel_commit
-            regression, new = record(store, series, change, claimed, tracker=spec.name, good=good, bad=bad)
+        for change in series_changes(series, spec.floor_pct, spec.narrow):
+            good = series.points[change.first - 1].runs[0].kernel_commit
+            bad = series.points[change.last].runs[0].kernel_commit
+            regression, new = record(store, series, change.point, claimed, tracker=spec.name, good=good, bad=bad)
             claimed.append(regression.id)
             found.append(Found(regression, new))
             if new:
-                how = (f", p {change.p_value:.2g}: screened at {SCREEN_ALPHA:g}, the confirmation decides"
-                       if change.index in screened else "")
-                notify(f"{regression.kind} {regression.id}: {series.metric.name} {change.change_pct:+.1f}% "
-                       f"[{change.ci_pct[0]:+.1f}, {change.ci_pct[1]:+.1f}] between {str(good)[:12]} and "
+                c = change.point
+                how = (f", p {c.p_value:.2g}: screened at {SCREEN_ALPHA:g}, the confirmation decides"
+                       if change.screened else "")
+                notify(f"{regression.kind} {regression.id}: {series.metric.name} {c.change_pct:+.1f}% "
+                       f"[{c.ci_pct[0]:+.1f}, {c.ci_pct[1]:+.1f}] between {str(good)[:12]} and "
                        f"{str(bad)[:12]}{how}")
     return found
+
+
+@dataclass(frozen=True)
+class Change:
+    """A change in a tracker's series: where it was found (`point.index`: the first point
+    after it), the places it may be at (points `first`..`last`), whether only a screen
+    found it (its confirmation is the shorter one)."""
+
+    point: ChangePoint
+    first: int
+    last: int
+    screened: bool
+
+
+def series_changes(series: Series, floor_pct: float, narrowed: Collection[str]) -> list[Change]:
+    """Every significant change beyond the floor in one series in commit order: between
+    neighbouring tested commits, between pooled windows of them where narrowing is on
+    (pooled_changes), at every change point of a long enough series; screened pairs that
+    are a nearby change's shadow left out, changes of one kind whose ranges overlap one."""
+    from perfline.stats.changepoint import ChangePoint  # scipy: only when judging
+    from perfline.stats.counted import compare_counted, counted_floor
+    from perfline.stats.two_sample import IMPROVEMENT, REGRESSION
+
+    changes: list[ChangePoint] = []
+    screened: set[int] = set()
+    noise = series_noise(series)
+    # A count's noise is measured from its history too (stats.counted), so one run a
+    # commit decides; its floor is at most counted_floor. It is never screened: its
+    # comparison has no inconclusive band to screen.
+    counted = series.metric.counted
+    floor = counted_floor(floor_pct) if counted else floor_pct
+    count_noise = _count_noise(series) if counted else None
+    for index in range(1, len(series.points)):
+        before, after = series.points[index - 1], series.points[index]
+        if counted:
+            counts = compare_counted(before.values, after.values, series.metric, floor_pct=floor,
+                                     history_noise_pct=count_noise)
+            judged = (counts, False) if counts.verdict in (REGRESSION, IMPROVEMENT) else None
+        else:
+            judged = judge_pair(before.values, after.values, series.metric, floor_pct, noise, narrowed,
+                                _labels(before), _labels(after))
+        if judged is not None:
+            c, screen = judged
+            changes.append(ChangePoint(index, c.change_pct, c.ci_pct, -math.log10(max(c.p_value, 1e-300)),
+                                       c.p_value))
+            if screen:
+                screened.add(index)
+    if narrowed and not counted:
+        for change, screen in pooled_changes(series, changes, floor_pct, noise, narrowed):
+            changes.append(change)
+            if screen:
+                screened.add(change.index)
+    points = ([c for c in series.change_points() if abs(c.change_pct) > floor]
+              if len(series.points) >= _DETECT_MIN_POINTS else [])
+    values = [p.values for p in series.points]
+    seen = changes + points
+    changes = [c for c in changes if c.index not in screened or not _shadow(c, seen, values, noise, series.metric)]
+    changes = [_backed(c, points) if c.index in screened else c for c in changes]
+    screened = {i for i in screened if not _near(i, points)}
+    known = {c.index for c in changes}
+    changes += [c for c in points if c.index not in known]
+    return [Change(change, first, last, change.index in screened)
+            for change, first, last in change_ranges(changes, values, noise, series.metric)]
 
 
 def change_ranges(changes: list[ChangePoint], points: Sequence[Sequence[float]], noise: Noise, metric: Metric
@@ -138,6 +172,19 @@ def change_ranges(changes: list[ChangePoint], points: Sequence[Sequence[float]],
     return merged
 
 
+def _shadow(change: ChangePoint, changes: list[ChangePoint], points: Sequence[Sequence[float]], noise: Noise,
+            metric: Metric) -> bool:
+    """Whether a screened pair is only another change of its kind seen from next door:
+    the two-level fit rejects the pair's own place (at 1%, where the screen passed at
+    5%) and keeps the other change's. Beside a real step, a pair without a change is
+    screened by chance about one time in 20; merged with the step's, its range would
+    grow by a pair the data place no change in."""
+    kept = _fitting_splits(points, change.index, noise)
+    return change.index not in kept and any(
+        other.index != change.index and other.index in kept
+        and judge(metric, other.change_pct) == judge(metric, change.change_pct) for other in changes)
+
+
 def _near(index: int, points: list[ChangePoint]) -> ChangePoint | None:
     """The nearest change point within MARGIN points of `index`, if any."""
     near = [c for c in points if abs(c.index - index) <= MARGIN]
@@ -149,6 +196,40 @@ def _backed(change: ChangePoint, points: list[ChangePoint]) -> ChangePoint:
     (its estimate and strength, at the pair's place): not a screened one any more."""
     found = _near(change.index, points)
     return change if found is None else replace(found, index=change.index)
+
+
+def pooled_changes(series: Series, changes: Sequence[ChangePoint], floor_pct: float, noise: Noise,
+                   narrowed: Collection[str]) -> list[tuple[ChangePoint, bool]]:
+    """Changes that one pair of neighbours is too noisy to show: at each split with no
+    change found within POOL_POINTS of it, the runs of up to POOL_POINTS tested commits
+    before against those after (at least two a side; each run's mean a value, so the
+    between-run variation is measured, not assumed), judged as a neighbour pair is
+    (judge_pair). Short histories need them most: six tested commits are too few for a
+    change point, and one run a side given the assumed between-run noise can leave an 8%
+    step at p 0.1. So they screen the `narrowed` kinds (SCREEN_ALPHA) only while the
+    series' noise is still assumed; after that the strict level alone opens a record
+    (the windows look again at pairs already judged, and a screen at every split of a
+    long history would add about two false records a hundred tested commits, 20 pairs
+    each). (change, screened) each."""
+    from perfline.stats.changepoint import ChangePoint  # scipy: only when judging
+
+    candidates: list[tuple[ChangePoint, bool]] = []
+    points, screening = series.points, (() if noise.learned else narrowed)
+    for index in range(2, len(points) - 1):
+        before, after = points[max(0, index - POOL_POINTS):index], points[index:index + POOL_POINTS]
+        judged = judge_pair([v for p in before for v in p.values], [v for p in after for v in p.values],
+                            series.metric, floor_pct, noise, screening,
+                            [r for p in before for r in _labels(p)], [r for p in after for r in _labels(p)])
+        if judged is not None:
+            c, screen = judged
+            candidates.append((ChangePoint(index, c.change_pct, c.ci_pct, -math.log10(max(c.p_value, 1e-300)),
+                                           c.p_value), screen))
+    # Windows overlap: the strongest of neighbouring splits is the change.
+    found: list[tuple[ChangePoint, bool]] = []
+    for change, screen in sorted(candidates, key=lambda f: -f[0].strength):
+        if all(abs(c.index - change.index) >= POOL_POINTS for c in (*changes, *(f for f, _ in found))):
+            found.append((change, screen))
+    return found
 
 
 def judge_pair(before: Sequence[float], after: Sequence[float], metric: Metric, floor_pct: float, noise: Noise,
@@ -176,16 +257,23 @@ def change_span(points: Sequence[Sequence[float]], index: int, noise: Noise) -> 
     log means, each point's variance its sampling variance plus the series' between-run
     variance). A big step is placed at one split; a small one in noisy data at several,
     and the range to confirm and bisect then holds them all. (first, last) splits."""
+    near = _fitting_splits(points, index, noise)
+    return min(*near, index), max(*near, index)
+
+
+def _fitting_splits(points: Sequence[Sequence[float]], index: int, noise: Noise) -> list[int]:
+    """The splits within SPAN_REACH of `index` whose two-level fit is within SPAN_CHI2 of
+    the best one's (change_span); [index] where no fit can be made."""
     low, high = max(1, index - SPAN_REACH), min(len(points) - 1, index + SPAN_REACH)
     window = [np.asarray(v, dtype=float) for v in points[low - 1:high + 1]]
     if any((v <= 0).any() for v in window):
-        return index, index
+        return [index]
     levels = np.log([v.mean() for v in window])
     between = (noise.between_pct / 100) ** 2
     weights = 1 / np.array([(v.var(ddof=1) / len(v) / v.mean() ** 2 if len(v) > 1 else 0.0) + between
                             for v in window])
     if not np.isfinite(weights).all():
-        return index, index
+        return [index]
 
     def misfit(split: int) -> float:
         cost = 0.0
@@ -196,8 +284,7 @@ def change_span(points: Sequence[Sequence[float]], index: int, noise: Noise) -> 
 
     fits = {k: misfit(k - low + 1) for k in range(low, high + 1)}
     best = min(fits.values())
-    near = [k for k, cost in fits.items() if cost - best <= SPAN_CHI2]
-    return min(*near, index), max(*near, index)
+    return [k for k, cost in fits.items() if cost - best <= SPAN_CHI2]
 
 
 def series_noise(series: Series) -> Noise:
