@@ -28,11 +28,12 @@ The method is written up in docs/statistics.md ("Change-point detection"); in sh
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from itertools import chain, count
 from operator import itemgetter
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -119,10 +120,6 @@ class _TailTerms:
     weights: NDArray[np.float64]
     scales: NDArray[np.float64]
     reach: NDArray[np.float64]  # before the long-run variance correction
-    # The integral's length in u (its weights' sum) and its largest scale; 0 when every
-    # split is a term of its own.
-    interior: float = 0.0
-    interior_scale: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -132,7 +129,15 @@ class _Scan:
     centred: NDArray[np.float64]  # the points' scores minus their mean (in a unit of the segment's)
     z: float  # largest |z| over the splits, before the long-run variance correction
     best: int  # offset of that split's first point after it, within the segment
-    tail: _TailTerms  # the terms of the tail approximation's sum over the splits
+    spread: float  # root mean square of the centred scores
+    # The centred scores in ascending order, where the ranks give them (one sample a point).
+    ordered: NDArray[np.float64 | np.int64] | None
+
+    @cached_property
+    def tail(self) -> _TailTerms:
+        """The terms of the tail approximation's sum over the splits, for the tests that
+        a bound does not decide."""
+        return _tail_terms(self.centred, self.ordered, self.spread)
 
 
 @dataclass(frozen=True)
@@ -189,7 +194,7 @@ class _Series:
         ascending = _doubled_midranks(self.values[lo : lo + size][order]) if self.tied else np.arange(2, 2 * size + 1, 2)
         doubled = np.empty(size, dtype=np.int64)
         doubled[order] = ascending
-        ordered: NDArray[np.float64] | None = None
+        ordered: NDArray[np.int64] | None = None
         r = self.repetitions or _common_count(self.starts[a : b + 1])
         if r:
             sums = doubled if r == 1 else doubled.reshape(-1, r).sum(axis=1)
@@ -197,7 +202,7 @@ class _Series:
             partial: NDArray[np.floating | np.integer] = np.cumsum(exact)
             centred = exact.astype(np.float64)
             if r == 1:  # the scores in order are the ranks'
-                ordered = (ascending - (size + 1)).astype(np.float64)
+                ordered = ascending - (size + 1)
         else:
             ranks = np.multiply(doubled, 0.5, dtype=np.float64)  # the mid-ranks
             ranks /= size
@@ -214,7 +219,7 @@ class _Series:
         z = np.abs(partial[MIN_SEGMENT - 1 : m - MIN_SEGMENT]) / _split_spread(m)
         best = int(np.argmax(z))
         spread = math.sqrt(energy / m)
-        return _Scan(centred, float(z[best]) / spread, MIN_SEGMENT + best, _tail_terms(centred, ordered, spread))
+        return _Scan(centred, float(z[best]) / spread, MIN_SEGMENT + best, spread, ordered)
 
     def _sample_order(self, a: int, b: int) -> NDArray[np.intp]:
         """Offsets of the samples of points a..b-1 from the first, in the order of their values."""
@@ -270,9 +275,9 @@ def detect(
     tester = _Tester(series, log_alpha, correlation, rng)
     found = _refine(tester, _binary_segmentation(tester))
     bounds = [0, *(t.split for t in found), len(series)]
-    tests = [tester.critical(bounds[i], bounds[i + 2], t) for i, t in enumerate(found)]
-    return [_describe(series, bounds[i], t, bounds[i + 2], tester.expected_factor)
-            for i, t in enumerate(tests)]
+    return [_describe(series, bounds[i], t._replace(log_p=tester.exact(bounds[i], bounds[i + 2]).log_p),
+                      bounds[i + 2], tester)
+            for i, t in enumerate(found)]
 
 
 def _to_series(points: Sequence[Sequence[float]] | Sequence[float]) -> _Series:
@@ -355,7 +360,7 @@ def _refine(tester: _Tester, splits: list[int]) -> list[_Test]:
         moved = sorted({t.split for t in tests})
         # Moves could in principle cycle between neighbours; a few rounds settle them.
         if moved == current or moves == _MAX_MOVE_ROUNDS:
-            return [replace(t, split=c) for c, t in zip(current, tests, strict=True)]
+            return [t._replace(split=c) for c, t in zip(current, tests, strict=True)]
         current = moved
         moves += 1
 
@@ -460,8 +465,7 @@ class _Correlation:
         return (1.0 + rho) / (1.0 - rho), weights
 
 
-@dataclass(frozen=True)
-class _Test:
+class _Test(NamedTuple):  # (a tuple: made and re-made many times a series, at a third of a dataclass's cost)
     split: int  # index into the series of the first point after the best split
     log_p: float
     significant: bool
@@ -506,10 +510,14 @@ class _Tester:
         if scan is None:  # too short, or all tied: nothing can have changed
             return _Test(split=a, log_p=0.0, significant=False)
         z = scan.z / math.sqrt(self.factor)
-        if self._above_level(z, scan.tail):
-            # Not significant, and binary segmentation needs no more; refinement may
-            # (exact() works it out then).
+        # Where a bound decides the test, its p-value is worked out only if it is reported
+        # or refinement needs it (exact()): most segments without a change are far above
+        # the level (|z| of 1 to 3), most with a large one far below it.
+        layout = _split_layout(b - a)
+        if self._above_level(z, layout):
             return _Test(split=a + scan.best, log_p=math.nan, significant=False, z=z)
+        if z > self._tail_bound(layout) * (1.0 + 1e-9):
+            return _Test(split=a + scan.best, log_p=math.nan, significant=True, z=z)
         log_p = self._log_tail(z, scan.tail)
         threshold = math.nan
         if len(scan.centred) <= _PERMUTATION_MAX_POINTS and log_p >= self.log_alpha:
@@ -524,10 +532,10 @@ class _Tester:
         if math.isnan(test.log_p):
             scan = self.series.scan(a, b)
             assert scan is not None  # a test without a scan has log p 0
-            test = self._done[a, b] = replace(test, log_p=self._log_tail(test.z, scan.tail))
+            test = self._done[a, b] = test._replace(log_p=self._log_tail(test.z, scan.tail))
         return test
 
-    def _above_level(self, z: float, terms: _TailTerms) -> bool:
+    def _above_level(self, z: float, terms: _SplitLayout) -> bool:
         """Whether a lower bound of the tail approximation's p-value is at the level.
 
         Every term of the sum is positive and nu decreases, so the interior's terms alone,
@@ -551,6 +559,34 @@ class _Tester:
             bound += weight * p
         # A margin for the rounding of the sum it is compared with.
         return math.log(bound) > self.log_alpha + 1e-9 if bound > 0.0 else False
+
+    def _tail_bound(self, layout: _SplitLayout) -> float:
+        """A |z| (after the factor) beyond which the tail approximation's p-value is
+        below the level (inf if none is known).
+
+        nu is at most 1, so the sum is at most the weights' W, and p at most
+        sum_n w_n b_n phi(b_n) W with b_n = z c_n, where b phi(b) falls for b > 1: below
+        the level once b phi(b) W = alpha at the smallest c_n. That b is found by Newton's
+        method, which on this concave function stays above the root after its first step.
+        """
+        if not layout.interior:
+            return math.inf
+        gap = math.log(layout.total_weight) - self.log_alpha - _LOG_SQRT_2PI
+        if gap < 2.0:
+            return math.inf
+        b = math.sqrt(2.0 * gap)  # the root without log b: below it
+        for _ in range(4):
+            b -= (math.log(b) - 0.5 * b * b + gap) / (1.0 / b - b)
+        if math.log(b) - 0.5 * b * b + gap > 0.0:  # not yet above the root
+            return math.inf
+        return b / min(self._inflations)
+
+    def critical_bound(self, a: int, b: int, test: _Test) -> float:
+        """At least the |z| that test's level asks for (`critical`), without solving for it."""
+        if not math.isnan(test.threshold):
+            return test.threshold
+        # The solved value may overshoot the crossing by its tolerance.
+        return self._tail_bound(_split_layout(b - a)) + 10.0 * _CRITICAL_XTOL
 
     def _log_tail(self, z: float, terms: _TailTerms) -> float:
         """log p of the largest |z| (after the factor) by the tail approximation, averaged over rho's error."""
@@ -599,7 +635,7 @@ class _Tester:
                 break
             z = following
         self._last_critical = following
-        return replace(test, threshold=following)
+        return test._replace(threshold=following)
 
     def _log_permutation_p(self, centred: NDArray[np.float64], z: float) -> tuple[float, float]:
         """Monte Carlo p-value of the maximum |z| over random orders of the scores, and
@@ -670,7 +706,9 @@ def _log_sum_exp(terms: list[float]) -> float:
     return top + math.log(sum(math.exp(t - top) for t in terms))
 
 
-def _tail_terms(centred: NDArray[np.float64], ordered: NDArray[np.float64] | None, spread: float) -> _TailTerms:
+def _tail_terms(
+    centred: NDArray[np.float64], ordered: NDArray[np.float64 | np.int64] | None, spread: float
+) -> _TailTerms:
     """The terms of the tail sum of a segment with these centred scores (see _TailTerms).
 
     A split's reach is the k most extreme scores on one side. They sum to 0, so the k
@@ -692,7 +730,7 @@ def _tail_terms(centred: NDArray[np.float64], ordered: NDArray[np.float64] | Non
     reach = np.full(len(layout.weights), np.inf)
     reach[layout.near] = bounds[layout.near_j]
     reach[layout.far] = bounds[layout.far_j]
-    return _TailTerms(layout.weights, layout.scales, reach, layout.interior, layout.interior_scale)
+    return _TailTerms(layout.weights, layout.scales, reach)
 
 
 @dataclass(frozen=True)
@@ -706,8 +744,11 @@ class _SplitLayout:
     near_j: NDArray[np.intp]  # their k - 1
     far: NDArray[np.intp]  # terms of the splits m - k <= edge, bounded by the m - k most extreme
     far_j: NDArray[np.intp]  # their m - k - 1
-    interior: float  # see _TailTerms
+    # The integral's length in u (its weights' sum) and its largest scale; 0 when every
+    # split is a term of its own.
+    interior: float
     interior_scale: float
+    total_weight: float  # of all terms
 
 
 @lru_cache(maxsize=1024)
@@ -735,9 +776,9 @@ def _split_layout(m: int) -> _SplitLayout:
         interior = np.sqrt((2.0 + 2.0 * np.cosh(u)) / m)
         scales = np.concatenate((scales, interior))
         return _SplitLayout(weights, scales, np.sqrt(j * (m - j) / (m - 1)), near, k[near] - 1, far, m - k[far] - 1,
-                            2.0 * half * float(_GL_WEIGHTS.sum()), float(interior.max()))
+                            2.0 * half * float(_GL_WEIGHTS.sum()), float(interior.max()), float(weights.sum()))
     return _SplitLayout(weights, scales, np.sqrt(j * (m - j) / (m - 1)), near, k[near] - 1, far, m - k[far] - 1,
-                        0.0, 0.0)
+                        0.0, 0.0, float(weights.sum()))
 
 
 def _overshoot(x: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -761,20 +802,25 @@ def _overshoot(x: NDArray[np.float64]) -> NDArray[np.float64]:
     return below
 
 
-def _describe(
-    series: _Series, before_start: int, test: _Test, after_end: int, factor: float
-) -> ChangePoint:
+def _describe(series: _Series, before_start: int, test: _Test, after_end: int, tester: _Tester) -> ChangePoint:
     split = test.split
     before = series.summaries[max(before_start, split - _MAGNITUDE_MAX_SIDE) : split]
     after = series.summaries[split : min(after_end, split + _MAGNITUDE_MAX_SIDE)]
+    factor = tester.expected_factor
+    bound = tester.critical_bound(before_start, after_end, test)
+
+    def critical() -> float:
+        return tester.critical(before_start, after_end, test).threshold
+
     if np.all(before > 0) and np.all(after > 0):
         # A ratio of levels: on logs the interval maps back exactly and stays asymmetric.
-        shift = _selected(_hodges_lehmann(np.log(before), np.log(after), factor), test)
+        shift = _selected(_hodges_lehmann(np.log(before), np.log(after), factor), test.z, bound, critical)
         change_pct, low, high = (100.0 * math.expm1(v) for v in shift)
     else:
         reference = abs(float(np.median(before)))
         scale = 100.0 / reference if reference else math.nan
-        change_pct, low, high = (v * scale for v in _selected(_hodges_lehmann(before, after, factor), test))
+        shift = _selected(_hodges_lehmann(before, after, factor), test.z, bound, critical)
+        change_pct, low, high = (v * scale for v in shift)
     return ChangePoint(
         index=int(series.positions[split]),
         change_pct=change_pct,
@@ -784,7 +830,9 @@ def _describe(
     )
 
 
-def _selected(shift: tuple[float, float, float], test: _Test) -> tuple[float, float, float]:
+def _selected(
+    shift: tuple[float, float, float], statistic: float, bound: float, critical: Callable[[], float]
+) -> tuple[float, float, float]:
     """The shift and its interval given that the test found it: conditional on |Z| >= threshold.
 
     A change is recorded only when its statistic passed the level, so the changes found
@@ -798,12 +846,10 @@ def _selected(shift: tuple[float, float, float], test: _Test) -> tuple[float, fl
     The test's z is of ranks, which saturate (a 30 + 20 point split cannot pass 5.9,
     however large the step): it is the estimate's own z, estimate / standard error,
     that is truncated, at the test's threshold scaled by the ratio of the two.
+    `statistic` is the test's z, `critical()` its threshold, solved for only if `bound`
+    (at least the threshold) does not already show the estimate far above it.
     """
     estimate, low, high = shift
-    # No critical value (nan), or none below the statistic (the permuted maxima's quantile
-    # leaves rho's error out): nothing to condition on.
-    if not test.threshold < test.z:
-        return shift
     sign = 1.0 if estimate >= 0 else -1.0
     # As a magnitude: the truncation pulls towards zero whichever way the change went.
     estimate, low, high = sign * estimate, *sorted((sign * low, sign * high))
@@ -812,7 +858,14 @@ def _selected(shift: tuple[float, float, float], test: _Test) -> tuple[float, fl
     if not down > 0.0:
         return shift
     z = estimate / down
-    threshold = test.threshold * z / test.z
+    if z - bound * z / statistic > _UNSELECTED_MARGIN:
+        return shift
+    # No critical value (nan), or none below the statistic (the permuted maxima's quantile
+    # leaves rho's error out): nothing to condition on.
+    threshold = critical()
+    if not threshold < statistic:
+        return shift
+    threshold *= z / statistic
     if z - threshold > _UNSELECTED_MARGIN:
         return shift
     lower, middle, upper = (_truncated_mean(z, threshold, q) for q in _SELECTED_QUANTILES)
