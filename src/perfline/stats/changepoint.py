@@ -126,12 +126,19 @@ class _TailTerms:
 class _Scan:
     """What a segment's test needs that does not depend on the noise's correlation."""
 
-    centred: NDArray[np.float64]  # the points' scores minus their mean (in a unit of the segment's)
+    # The points' scores minus their mean, in a unit of the segment's: integers where
+    # every point has as many samples.
+    scores: NDArray[np.float64 | np.int64]
     z: float  # largest |z| over the splits, before the long-run variance correction
     best: int  # offset of that split's first point after it, within the segment
     spread: float  # root mean square of the centred scores
     # The centred scores in ascending order, where the ranks give them (one sample a point).
     ordered: NDArray[np.float64 | np.int64] | None
+
+    @cached_property
+    def centred(self) -> NDArray[np.float64]:
+        """The centred scores as floats (only some tests need them)."""
+        return self.scores.astype(np.float64, copy=False)
 
     @cached_property
     def tail(self) -> _TailTerms:
@@ -191,35 +198,43 @@ class _Series:
         order = self._sample_order(a, b)
         size = len(order)
         lo = int(self.starts[a])
-        ascending = _doubled_midranks(self.values[lo : lo + size][order]) if self.tied else np.arange(2, 2 * size + 1, 2)
-        doubled = np.empty(size, dtype=np.int64)
-        doubled[order] = ascending
+        # Twice each sample's mid-rank less their mean, size + 1: in the samples' order,
+        # then in theirs.
+        if self.tied:
+            ascending = _doubled_midranks(self.values[lo : lo + size][order]) - (size + 1)
+        else:
+            ascending = np.arange(1 - size, size, 2)
+        in_place = np.empty(size, dtype=np.int64)
+        in_place[order] = ascending
         ordered: NDArray[np.int64] | None = None
         r = self.repetitions or _common_count(self.starts[a : b + 1])
         if r:
-            sums = doubled if r == 1 else doubled.reshape(-1, r).sum(axis=1)
-            exact = sums - r * (size + 1)
-            partial: NDArray[np.floating | np.integer] = np.cumsum(exact)
-            centred = exact.astype(np.float64)
+            scores: NDArray[np.float64 | np.int64] = in_place if r == 1 else in_place.reshape(-1, r).sum(axis=1)
+            partial: NDArray[np.floating | np.integer] = np.cumsum(scores)
             if r == 1:  # the scores in order are the ranks'
-                ordered = ascending - (size + 1)
+                ordered = ascending
+                # The sum of squares of 1 - size, 3 - size, ..., size - 1 where nothing ties.
+                energy = float(np.dot(ascending, ascending)) if self.tied else size * (size * size - 1) / 3.0
+            else:
+                as_floats = scores.astype(np.float64)
+                energy = float(np.dot(as_floats, as_floats))
         else:
-            ranks = np.multiply(doubled, 0.5, dtype=np.float64)  # the mid-ranks
+            ranks = np.multiply(in_place + (size + 1), 0.5, dtype=np.float64)  # the mid-ranks
             ranks /= size
             offsets = self.starts[a:b] - lo
             counts = np.diff(self.starts[a : b + 1])
             means = np.add.reduceat(ranks, offsets) / counts
-            scores = (means - ranks.mean()) / np.sqrt(_point_variances(ranks, offsets, counts, means))
-            centred = scores - scores.mean()
-            partial = np.cumsum(centred)
-        energy = float(np.dot(centred, centred))
+            standardized = (means - ranks.mean()) / np.sqrt(_point_variances(ranks, offsets, counts, means))
+            scores = standardized - standardized.mean()
+            partial = np.cumsum(scores)
+            energy = float(np.dot(scores, scores))
         if energy == 0.0:
             return None
         m = b - a
         z = np.abs(partial[MIN_SEGMENT - 1 : m - MIN_SEGMENT]) / _split_spread(m)
         best = int(np.argmax(z))
         spread = math.sqrt(energy / m)
-        return _Scan(centred, float(z[best]) / spread, MIN_SEGMENT + best, spread, ordered)
+        return _Scan(scores, float(z[best]) / spread, MIN_SEGMENT + best, spread, ordered)
 
     def _sample_order(self, a: int, b: int) -> NDArray[np.intp]:
         """Offsets of the samples of points a..b-1 from the first, in the order of their values."""
@@ -499,6 +514,7 @@ class _Tester:
         # Refinement re-tests the same intervals round after round.
         self._done: dict[tuple[int, int], _Test] = {}
         self._last_critical = math.nan
+        self._bounds: dict[int, float] = {}  # _tail_bound's, by segment length
 
     def test(self, a: int, b: int) -> _Test:
         if (a, b) not in self._done:
@@ -516,7 +532,7 @@ class _Tester:
         layout = _split_layout(b - a)
         if self._above_level(z, layout):
             return _Test(split=a + scan.best, log_p=math.nan, significant=False, z=z)
-        if z > self._tail_bound(layout) * (1.0 + 1e-9):
+        if z > self._tail_bound(b - a) * (1.0 + 1e-9):
             return _Test(split=a + scan.best, log_p=math.nan, significant=True, z=z)
         log_p = self._log_tail(z, scan.tail)
         threshold = math.nan
@@ -560,7 +576,7 @@ class _Tester:
         # A margin for the rounding of the sum it is compared with.
         return math.log(bound) > self.log_alpha + 1e-9 if bound > 0.0 else False
 
-    def _tail_bound(self, layout: _SplitLayout) -> float:
+    def _tail_bound(self, m: int) -> float:
         """A |z| (after the factor) beyond which the tail approximation's p-value is
         below the level (inf if none is known).
 
@@ -569,6 +585,11 @@ class _Tester:
         the level once b phi(b) W = alpha at the smallest c_n. That b is found by Newton's
         method, which on this concave function stays above the root after its first step.
         """
+        if m not in self._bounds:
+            self._bounds[m] = self._solve_tail_bound(_split_layout(m))
+        return self._bounds[m]
+
+    def _solve_tail_bound(self, layout: _SplitLayout) -> float:
         if not layout.interior:
             return math.inf
         gap = math.log(layout.total_weight) - self.log_alpha - _LOG_SQRT_2PI
@@ -586,7 +607,7 @@ class _Tester:
         if not math.isnan(test.threshold):
             return test.threshold
         # The solved value may overshoot the crossing by its tolerance.
-        return self._tail_bound(_split_layout(b - a)) + 10.0 * _CRITICAL_XTOL
+        return self._tail_bound(b - a) + 10.0 * _CRITICAL_XTOL
 
     def _log_tail(self, z: float, terms: _TailTerms) -> float:
         """log p of the largest |z| (after the factor) by the tail approximation, averaged over rho's error."""
