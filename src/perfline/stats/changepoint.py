@@ -598,6 +598,7 @@ class _Tester:
         b = math.sqrt(2.0 * gap)  # the root without log b: below it
         for _ in range(4):
             b -= (math.log(b) - 0.5 * b * b + gap) / (1.0 / b - b)
+        b *= 1.0 + 1e-9  # past the rounding of a converged step
         if math.log(b) - 0.5 * b * b + gap > 0.0:  # not yet above the root
             return math.inf
         return b / min(self._inflations)
