@@ -198,8 +198,8 @@ class _Series:
         order = self._sample_order(a, b)
         size = len(order)
         lo = int(self.starts[a])
-        # Twice each sample's mid-rank less their mean, size + 1: in the samples' order,
-        # then in theirs.
+        # Twice each sample's mid-rank less twice their mean (size + 1): in ascending
+        # order of the values, then in the samples' own order.
         if self.tied:
             ascending = _doubled_midranks(self.values[lo : lo + size][order]) - (size + 1)
         else:
@@ -536,7 +536,7 @@ class _Tester:
             return _Test(split=a + scan.best, log_p=math.nan, significant=True, z=z)
         log_p = self._log_tail(z, scan.tail)
         threshold = math.nan
-        if len(scan.centred) <= _PERMUTATION_MAX_POINTS and log_p >= self.log_alpha:
+        if len(scan.scores) <= _PERMUTATION_MAX_POINTS and log_p >= self.log_alpha:
             log_p, threshold = self._log_permutation_p(scan.centred, z)
         return _Test(split=a + scan.best, log_p=log_p, significant=log_p < self.log_alpha, z=z,
                      threshold=threshold)
@@ -551,7 +551,7 @@ class _Tester:
             test = self._done[a, b] = test._replace(log_p=self._log_tail(test.z, scan.tail))
         return test
 
-    def _above_level(self, z: float, terms: _SplitLayout) -> bool:
+    def _above_level(self, z: float, layout: _SplitLayout) -> bool:
         """Whether a lower bound of the tail approximation's p-value is at the level.
 
         Every term of the sum is positive and nu decreases, so the interior's terms alone,
@@ -559,19 +559,19 @@ class _Tester:
         operations where the sum takes dozens of array ones. Most segments without a
         change are above the level by far (their |z| is 1 to 3, a change's over 4).
         """
-        if not terms.interior:
+        if not layout.interior:
             return False
         bound = 0.0
         for inflation, weight in self._nodes:
             b = z * inflation
             if b < 1.0:
                 p = 1.0
-            else:
-                half = 0.5 * b * terms.interior_scale
+            else:  # (nu as _overshoot has it, on one value)
+                half = 0.5 * b * layout.interior_scale
                 below = 0.5 * math.erfc(-half / _SQRT2)
                 density = math.exp(-0.5 * half * half) / _SQRT_2PI
                 nu = (below - 0.5) / (half * (half * below + density))
-                p = min(1.0, b * math.exp(-0.5 * b * b) / _SQRT_2PI * nu * terms.interior)
+                p = min(1.0, b * math.exp(-0.5 * b * b) / _SQRT_2PI * nu * layout.interior)
             bound += weight * p
         # A margin for the rounding of the sum it is compared with.
         return math.log(bound) > self.log_alpha + 1e-9 if bound > 0.0 else False
