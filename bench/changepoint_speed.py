@@ -10,23 +10,33 @@ bench/store_scale.py's series (2,000 points of 5 lognormal repetitions, a 4% ste
 with that file's detect in the same process, case by case (e.g. main's version:
 `git show main:src/perfline/stats/changepoint.py > /tmp/old.py`), so a shared machine's
 load falls on both alike. CPU time: on a loaded machine the wall clock measures the load.
+
+With --against and --outputs, it checks first that the two give the same answers: on
+TCPD, the synthetic sets of bench/changepoint_eval.py at seeds 2024, 1 and 2 (rates
+0.001, 0.01 and 0.05), every scenario of bench/changepoint_calibration.py (--per-scenario
+seeded series, rates 0.001 and 0.01) and the timed series, it prints how many series
+get other change points and the largest differences of log p-value, change and bounds.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+import changepoint_calibration as calibration
+import changepoint_eval as evaluation
 from changepoint_eval import long_series, one_step_series
 from perfline.stats.changepoint import detect
 
-Detector = Callable[[list[list[float]]], object]
+Detector = Callable[..., list[Any]]
 TARGET_MS = 3.0
 
 
@@ -54,13 +64,52 @@ def load(path: Path) -> Detector:
     return module.detect  # type: ignore[no-any-return]
 
 
+def output_cases(per_scenario: int) -> list[tuple[list[list[float]], tuple[float, ...]]]:
+    """Series and the false-alarm rates to detect them at, for --outputs."""
+    rates = (0.001, 0.01, 0.05)
+    cases = []
+    for case in evaluation.load_tcpd(evaluation.REPO.parent / "shared" / "data" / "tcpd"):
+        _, kept = evaluation._without_missing(case)
+        cases.append(([case.points[i] for i in kept], rates))
+    cases += [(case.points, rates) for seed in (2024, 1, 2) for case in evaluation.synthetic(seed, 200)]
+    for scenario in calibration.null_scenarios() + calibration.step_scenarios():
+        rng = np.random.default_rng(30)
+        cases += [(scenario.draw(rng), calibration.RATES) for _ in range(per_scenario)]
+    cases += [(long_series(2024).points, rates)] + [(one_step_series(s).points, rates) for s in range(4)]
+    return cases + [(store_series(s), rates) for s in range(2)]
+
+
+def compare_outputs(reference: Detector, per_scenario: int) -> None:
+    series = other = found = 0
+    log_p = change = bound = 0.0
+    for points, rates in output_cases(per_scenario):
+        series += 1
+        for rate in rates:
+            ours, theirs = detect(points, false_alarm_rate=rate), reference(points, false_alarm_rate=rate)
+            if [c.index for c in ours] != [c.index for c in theirs]:
+                other += 1
+                continue
+            for a, b in zip(ours, theirs, strict=True):
+                found += 1
+                log_p = max(log_p, math.log(10.0) * abs(a.strength - b.strength))
+                change = max(change, abs(a.change_pct - b.change_pct))
+                bound = max(bound, *(abs(x - y) for x, y in zip(a.ci_pct, b.ci_pct, strict=True)))
+    print(f"outputs against {series} series: {other} detections with other change points; of {found} "
+          f"change points the largest difference of log p {log_p:.2g}, of change {change:.2g} and of a "
+          f"bound {bound:.2g} percentage points")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", type=Path, help="another changepoint.py to time beside this tree's")
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--outputs", action="store_true", help="with --against: first compare the answers")
+    parser.add_argument("--per-scenario", type=int, default=30, help="series a calibration scenario, for --outputs")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
     reference = load(args.against) if args.against else None
+    if reference is not None and args.outputs:
+        compare_outputs(reference, args.per_scenario)
     cases = [("10k, 5 steps, t noise, AR 0.2 (eval)", long_series(2024).points)]
     cases += [(f"10k, one 3% step in 1% noise, seed {s}", one_step_series(s).points) for s in range(4)]
     cases += [(f"2,000 x 5 repetitions, 4% step, seed {s}", store_series(s)) for s in range(2)]

@@ -28,10 +28,12 @@ The method is written up in docs/statistics.md ("Change-point detection"); in sh
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from itertools import chain, count
+from operator import itemgetter
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -73,6 +75,13 @@ _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(2 * _QUADRATURE_NODES)
 # The upper half of the symmetric rule, on [0, 1].
 _GL_NODES, _GL_WEIGHTS = _GL_NODES[_QUADRATURE_NODES:], _GL_WEIGHTS[_QUADRATURE_NODES:]
 _MAX_MOVE_ROUNDS = 5
+_SQRT2 = math.sqrt(2.0)
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+# Segments whose samples in order are kept for their sub-segments' (the most recent ones:
+# binary segmentation goes depth first). A segment looks for the smallest around it
+# among them, and a series with hundreds of change points must not make that the work.
+_ORDERS_KEPT = 32
 # Nodes and weights of the Gauss-Hermite average over the autocorrelation's sampling error.
 _RHO_NODES, _RHO_WEIGHTS = np.polynomial.hermite_e.hermegauss(5)
 _RHO_WEIGHTS /= _RHO_WEIGHTS.sum()
@@ -117,10 +126,25 @@ class _TailTerms:
 class _Scan:
     """What a segment's test needs that does not depend on the noise's correlation."""
 
-    centred: NDArray[np.float64]  # scores minus their mean
+    # The points' scores minus their mean, in a unit of the segment's: integers where
+    # every point has as many samples.
+    scores: NDArray[np.float64 | np.int64]
     z: float  # largest |z| over the splits, before the long-run variance correction
     best: int  # offset of that split's first point after it, within the segment
-    tail: _TailTerms  # the terms of the tail approximation's sum over the splits
+    spread: float  # root mean square of the centred scores
+    # The centred scores in ascending order, where the ranks give them (one sample a point).
+    ordered: NDArray[np.float64 | np.int64] | None
+
+    @cached_property
+    def centred(self) -> NDArray[np.float64]:
+        """The centred scores as floats (only some tests need them)."""
+        return self.scores.astype(np.float64, copy=False)
+
+    @cached_property
+    def tail(self) -> _TailTerms:
+        """The terms of the tail approximation's sum over the splits, for the tests that
+        a bound does not decide."""
+        return _tail_terms(self.centred, self.ordered, self.spread)
 
 
 @dataclass(frozen=True)
@@ -131,55 +155,105 @@ class _Series:
     starts: NDArray[np.intp]  # offset of each point's first sample; one extra at the end
     summaries: NDArray[np.float64]  # median of each point's samples
     positions: NDArray[np.intp]  # index of each kept point in the caller's sequence
-    # Offsets of all samples in the order of their values: the samples of a segment, in
-    # order, are those of them within the segment, which is O(n) to pick out where
-    # sorting each segment again was O(n log n) (and the most of a test's time).
-    order: NDArray[np.intp] = field(init=False, repr=False)
+    # The number of samples of every point, or 0 when they differ (then a segment's
+    # points may still hold as many each).
+    repetitions: int = field(init=False, repr=False)
+    # Whether any two samples share a value; if none do, no segment needs mid-ranks.
+    tied: bool = field(init=False, repr=False)
+    # Offsets of the samples of a segment (points a..b-1) from its first sample, in the
+    # order of their values, for the whole series and each segment scanned. A segment's
+    # are those of the smallest such segment around it that fall within it: O(m) to pick
+    # out, where sorting each segment again was O(m log m) (and the most of a test's time).
+    _orders: dict[tuple[int, int], NDArray[np.intp]] = field(default_factory=dict, repr=False)
     # Both passes and every refinement round test many of the same segments.
     _scans: dict[tuple[int, int], _Scan | None] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "repetitions", _common_count(self.starts) if len(self) else 0)
         # Ties get their mid-rank whichever way they were ordered: no stable sort needed.
-        object.__setattr__(self, "order", np.argsort(self.values))
+        order = np.argsort(self.values)
+        ordered = self.values[order]
+        object.__setattr__(self, "tied", bool(np.any(ordered[1:] == ordered[:-1])))
+        self._orders[0, len(self)] = order
 
     def __len__(self) -> int:
         return len(self.summaries)
 
-    def scores(self, a: int, b: int) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
-        """Mean mid-rank of each point's samples among all samples of points a..b-1, and
-        the scores in ascending order where the ranking gives them (one sample a point).
+    def scan(self, a: int, b: int) -> _Scan | None:
+        """The rank scan of points a..b-1; None when all their scores tie."""
+        if (a, b) not in self._scans:
+            self._scans[a, b] = self._rank_scan(a, b)
+        return self._scans[a, b]
+
+    def _rank_scan(self, a: int, b: int) -> _Scan | None:
+        """Each point scores the mean mid-rank of its samples among all samples of the
+        segment. With r samples to every point, twice a point's rank sum less its mean,
+        r (size + 1), is an integer: the partial sums over the splits are exact and
+        integer sums, which numpy takes several times faster than float ones.
 
         When the points hold different numbers of samples, each mean is standardized by
         its spread under no change: a mean of 8 repetitions varies less than a single
         run, and unequal spreads would make the points' order matter under the null.
         """
-        lo, hi = int(self.starts[a]), int(self.starts[b])
-        order = self.order if hi - lo == len(self.values) else self.order[(self.order >= lo) & (self.order < hi)] - lo
-        ranks, ordered = _midranks(self.values[lo:hi][order], order)
-        ranks /= hi - lo
-        if b - a == hi - lo:  # one sample a point: the scores are the ranks
-            return ranks, ordered / (hi - lo)
-        offsets = self.starts[a:b] - lo
-        counts = np.diff(self.starts[a : b + 1])
-        means = np.add.reduceat(ranks, offsets) / counts
-        if counts.min() == counts.max():
-            return means, None
-        return (means - ranks.mean()) / np.sqrt(_point_variances(ranks, offsets, counts, means)), None
-
-    def scan(self, a: int, b: int) -> _Scan | None:
-        """The rank scan of points a..b-1; None when all their scores tie."""
-        if (a, b) not in self._scans:
-            scores, ordered = self.scores(a, b)
-            if scores.min() == scores.max():
-                self._scans[a, b] = None
+        order = self._sample_order(a, b)
+        size = len(order)
+        lo = int(self.starts[a])
+        # Twice each sample's mid-rank less twice their mean (size + 1): in ascending
+        # order of the values, then in the samples' own order.
+        if self.tied:
+            ascending = _doubled_midranks(self.values[lo : lo + size][order]) - (size + 1)
+        else:
+            ascending = np.arange(1 - size, size, 2)
+        in_place = np.empty(size, dtype=np.int64)
+        in_place[order] = ascending
+        ordered: NDArray[np.int64] | None = None
+        r = self.repetitions or _common_count(self.starts[a : b + 1])
+        if r:
+            scores: NDArray[np.float64 | np.int64] = in_place if r == 1 else in_place.reshape(-1, r).sum(axis=1)
+            partial: NDArray[np.floating | np.integer] = np.cumsum(scores)
+            if r == 1:  # the scores in order are the ranks'
+                ordered = ascending
+                # The sum of squares of 1 - size, 3 - size, ..., size - 1 where nothing ties.
+                energy = float(np.dot(ascending, ascending)) if self.tied else size * (size * size - 1) / 3.0
             else:
-                mean = scores.mean()
-                centred = scores - mean
-                z = _scan(centred[np.newaxis, :])[0]
-                best = int(np.argmax(z))
-                tail = _tail_terms(centred, None if ordered is None else ordered - mean)
-                self._scans[a, b] = _Scan(centred, float(z[best]), MIN_SEGMENT + best, tail)
-        return self._scans[a, b]
+                as_floats = scores.astype(np.float64)
+                energy = float(np.dot(as_floats, as_floats))
+        else:
+            ranks = np.multiply(in_place + (size + 1), 0.5, dtype=np.float64)  # the mid-ranks
+            ranks /= size
+            offsets = self.starts[a:b] - lo
+            counts = np.diff(self.starts[a : b + 1])
+            means = np.add.reduceat(ranks, offsets) / counts
+            standardized = (means - ranks.mean()) / np.sqrt(_point_variances(ranks, offsets, counts, means))
+            scores = standardized - standardized.mean()
+            partial = np.cumsum(scores)
+            energy = float(np.dot(scores, scores))
+        if energy == 0.0:
+            return None
+        m = b - a
+        z = np.abs(partial[MIN_SEGMENT - 1 : m - MIN_SEGMENT]) / _split_spread(m)
+        best = int(np.argmax(z))
+        spread = math.sqrt(energy / m)
+        return _Scan(scores, float(z[best]) / spread, MIN_SEGMENT + best, spread, ordered)
+
+    def _sample_order(self, a: int, b: int) -> NDArray[np.intp]:
+        """Offsets of the samples of points a..b-1 from the first, in the order of their values."""
+        if (a, b) not in self._orders:
+            around = min((k for k in self._orders if k[0] <= a and b <= k[1]), key=lambda k: k[1] - k[0])
+            base = int(self.starts[around[0]])
+            lo, hi = int(self.starts[a]) - base, int(self.starts[b]) - base
+            outer = self._orders[around]
+            # One comparison where the segment shares an end with the one around it (a
+            # binary segmentation's halves); np.compress is 4x faster than a mask index.
+            if lo == 0:
+                order = np.compress(outer < hi, outer)
+            else:
+                order = np.compress((outer >= lo) & (outer < hi) if hi < len(outer) else outer >= lo, outer)
+                order -= lo
+            if len(self._orders) > _ORDERS_KEPT:  # the whole series' stays first
+                del self._orders[next(k for i, k in enumerate(self._orders) if i)]
+            self._orders[a, b] = order
+        return self._orders[a, b]
 
 
 def detect(
@@ -216,9 +290,9 @@ def detect(
     tester = _Tester(series, log_alpha, correlation, rng)
     found = _refine(tester, _binary_segmentation(tester))
     bounds = [0, *(t.split for t in found), len(series)]
-    tests = [tester.critical(bounds[i], bounds[i + 2], t) for i, t in enumerate(found)]
-    return [_describe(series, bounds[i], t, bounds[i + 2], tester.expected_factor)
-            for i, t in enumerate(tests)]
+    return [_describe(series, bounds[i], t._replace(log_p=tester.exact(bounds[i], bounds[i + 2]).log_p),
+                      bounds[i + 2], tester)
+            for i, t in enumerate(found)]
 
 
 def _to_series(points: Sequence[Sequence[float]] | Sequence[float]) -> _Series:
@@ -226,9 +300,17 @@ def _to_series(points: Sequence[Sequence[float]] | Sequence[float]) -> _Series:
         table = np.asarray(points, dtype=float).reshape(len(points), -1)
         return _from_samples(table.ravel(), np.full(len(table), table.shape[1], dtype=np.intp))
     try:
+        lengths = set(map(len, points))  # type: ignore[arg-type]
+        if lengths == {1}:  # one value a point: read without flattening
+            values = np.fromiter(map(itemgetter(0), points), dtype=np.float64, count=len(points))  # type: ignore[arg-type]
+            return _from_samples(values, np.ones(len(values), dtype=np.intp))
         # Lists of repetitions, flattened without numpy's discovery of a nested list's
-        # shape, which took longer than the detection of a 10,000-point series.
-        counts = np.fromiter(map(len, points), dtype=np.intp, count=len(points))  # type: ignore[arg-type]
+        # shape, which took longer than the detection of a 10,000-point series. (Not by
+        # zip(*points): its 10,000 iterators alive at once set off the garbage collector.)
+        if len(lengths) == 1:
+            counts = np.full(len(points), lengths.pop(), dtype=np.intp)
+        else:
+            counts = np.fromiter(map(len, points), dtype=np.intp, count=len(points))  # type: ignore[arg-type]
         values = np.fromiter(chain.from_iterable(points), dtype=np.float64, count=int(counts.sum()))  # type: ignore[arg-type]
     except TypeError:  # values, or values and lists mixed
         groups = [np.atleast_1d(np.asarray(p, dtype=float)).ravel() for p in points]
@@ -285,12 +367,15 @@ def _refine(tester: _Tester, splits: list[int]) -> list[_Test]:
         tests = [tester.test(bounds[i], bounds[i + 2]) for i in range(len(current))]
         failing = [i for i, t in enumerate(tests) if not t.significant]
         if failing:
-            del current[max(failing, key=lambda i: tests[i].log_p)]
+            # (The p-value of a split a bound put above the level is worked out only here.)
+            weakest = failing[0] if len(failing) == 1 else \
+                max(failing, key=lambda i: tester.exact(bounds[i], bounds[i + 2]).log_p)
+            del current[weakest]
             continue
         moved = sorted({t.split for t in tests})
         # Moves could in principle cycle between neighbours; a few rounds settle them.
         if moved == current or moves == _MAX_MOVE_ROUNDS:
-            return [replace(t, split=c) for c, t in zip(current, tests, strict=True)]
+            return [t._replace(split=c) for c, t in zip(current, tests, strict=True)]
         current = moved
         moves += 1
 
@@ -356,20 +441,23 @@ def _difference_correlation(series: _Series) -> float:
     return float(np.clip(lag2 / lag1 - 1.0 - 4.0 / math.sqrt(n), 0.0, _MAX_RHO))
 
 
-def _midranks(ordered: NDArray[np.float64], order: NDArray[np.intp]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """1-based ranks of values, ties sharing their average rank, from the values in
-    ascending order and their offsets; and the ranks in ascending order."""
+def _common_count(starts: NDArray[np.intp]) -> int:
+    """The number of samples of every point whose samples start at `starts` (one extra
+    at the end), or 0 if they differ."""
+    counts = np.diff(starts)
+    return int(counts[0]) if counts.min() == counts.max() else 0
+
+
+def _doubled_midranks(ordered: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Twice the 1-based ranks of values in ascending order, ties sharing their average
+    rank: integers, as the mid-rank of a run of ties is a half-integer."""
     m = len(ordered)
     starts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
     if len(starts) == m - 1:  # no ties
-        sorted_ranks = np.arange(1.0, m + 1.0)
-    else:
-        starts = np.concatenate(([0], starts))
-        ends = np.append(starts[1:], m)
-        sorted_ranks = np.repeat((starts + ends + 1) / 2.0, ends - starts)
-    ranks = np.empty(m)
-    ranks[order] = sorted_ranks
-    return ranks, sorted_ranks
+        return np.arange(2, 2 * m + 1, 2)
+    starts = np.concatenate(([0], starts))
+    ends = np.append(starts[1:], m)
+    return np.repeat(starts + ends + 1, ends - starts)
 
 
 @dataclass(frozen=True)
@@ -392,8 +480,7 @@ class _Correlation:
         return (1.0 + rho) / (1.0 - rho), weights
 
 
-@dataclass(frozen=True)
-class _Test:
+class _Test(NamedTuple):  # (a tuple: made and re-made many times a series, at a third of a dataclass's cost)
     split: int  # index into the series of the first point after the best split
     log_p: float
     significant: bool
@@ -418,10 +505,16 @@ class _Tester:
         # instead (a statistic times sqrt(factor / estimated) each) calibrates it.
         self.inflation = np.sqrt(factors / self.factor)
         self.log_weights = np.log(weights)
+        # The same as Python floats: per node, scalar arithmetic is faster than numpy's.
+        self._inflations: list[float] = self.inflation.tolist()
+        self._log_weights: list[float] = self.log_weights.tolist()
+        self._nodes = list(zip(self._inflations, weights.tolist(), strict=True))
+        self._root_factor = math.sqrt(self.factor)
         self.rng = rng
         # Refinement re-tests the same intervals round after round.
         self._done: dict[tuple[int, int], _Test] = {}
         self._last_critical = math.nan
+        self._bounds: dict[int, float] = {}  # _tail_bound's, by segment length
 
     def test(self, a: int, b: int) -> _Test:
         if (a, b) not in self._done:
@@ -433,22 +526,100 @@ class _Tester:
         if scan is None:  # too short, or all tied: nothing can have changed
             return _Test(split=a, log_p=0.0, significant=False)
         z = scan.z / math.sqrt(self.factor)
+        # Where a bound decides the test, its p-value is worked out only if it is reported
+        # or refinement needs it (exact()): most segments without a change are far above
+        # the level (|z| of 1 to 3), most with a large one far below it.
+        layout = _split_layout(b - a)
+        if self._above_level(z, layout):
+            return _Test(split=a + scan.best, log_p=math.nan, significant=False, z=z)
+        if z > self._tail_bound(b - a) * (1.0 + 1e-9):
+            return _Test(split=a + scan.best, log_p=math.nan, significant=True, z=z)
         log_p = self._log_tail(z, scan.tail)
         threshold = math.nan
-        if len(scan.centred) <= _PERMUTATION_MAX_POINTS and log_p >= self.log_alpha:
+        if len(scan.scores) <= _PERMUTATION_MAX_POINTS and log_p >= self.log_alpha:
             log_p, threshold = self._log_permutation_p(scan.centred, z)
         return _Test(split=a + scan.best, log_p=log_p, significant=log_p < self.log_alpha, z=z,
                      threshold=threshold)
 
+    def exact(self, a: int, b: int) -> _Test:
+        """The test of points a..b-1 with its p-value worked out even where a bound
+        showed it to be above the level."""
+        test = self.test(a, b)
+        if math.isnan(test.log_p):
+            scan = self.series.scan(a, b)
+            assert scan is not None  # a test without a scan has log p 0
+            test = self._done[a, b] = test._replace(log_p=self._log_tail(test.z, scan.tail))
+        return test
+
+    def _above_level(self, z: float, layout: _SplitLayout) -> bool:
+        """Whether a lower bound of the tail approximation's p-value is at the level.
+
+        Every term of the sum is positive and nu decreases, so the interior's terms alone,
+        each at the interior's largest scale, bound the sum from below: a few scalar
+        operations where the sum takes dozens of array ones. Most segments without a
+        change are above the level by far (their |z| is 1 to 3, a change's over 4).
+        """
+        if not layout.interior:
+            return False
+        bound = 0.0
+        for inflation, weight in self._nodes:
+            b = z * inflation
+            if b < 1.0:
+                p = 1.0
+            else:  # (nu as _overshoot has it, on one value)
+                half = 0.5 * b * layout.interior_scale
+                below = 0.5 * math.erfc(-half / _SQRT2)
+                density = math.exp(-0.5 * half * half) / _SQRT_2PI
+                nu = (below - 0.5) / (half * (half * below + density))
+                p = min(1.0, b * math.exp(-0.5 * b * b) / _SQRT_2PI * nu * layout.interior)
+            bound += weight * p
+        # A margin for the rounding of the sum it is compared with.
+        return math.log(bound) > self.log_alpha + 1e-9 if bound > 0.0 else False
+
+    def _tail_bound(self, m: int) -> float:
+        """A |z| (after the factor) beyond which the tail approximation's p-value is
+        below the level (inf if none is known).
+
+        nu is at most 1, so the sum is at most the weights' W, and p at most
+        sum_n w_n b_n phi(b_n) W with b_n = z c_n, where b phi(b) falls for b > 1: below
+        the level once b phi(b) W = alpha at the smallest c_n. That b is found by Newton's
+        method, which on this concave function stays above the root after its first step.
+        """
+        if m not in self._bounds:
+            self._bounds[m] = self._solve_tail_bound(_split_layout(m))
+        return self._bounds[m]
+
+    def _solve_tail_bound(self, layout: _SplitLayout) -> float:
+        if not layout.interior:
+            return math.inf
+        gap = math.log(layout.total_weight) - self.log_alpha - _LOG_SQRT_2PI
+        if gap < 2.0:
+            return math.inf
+        b = math.sqrt(2.0 * gap)  # the root without log b: below it
+        for _ in range(4):
+            b -= (math.log(b) - 0.5 * b * b + gap) / (1.0 / b - b)
+        b *= 1.0 + 1e-9  # past the rounding of a converged step
+        if math.log(b) - 0.5 * b * b + gap > 0.0:  # not yet above the root
+            return math.inf
+        return b / min(self._inflations)
+
+    def critical_bound(self, a: int, b: int, test: _Test) -> float:
+        """At least the |z| that test's level asks for (`critical`), without solving for it."""
+        if not math.isnan(test.threshold):
+            return test.threshold
+        # The solved value may overshoot the crossing by its tolerance.
+        return self._tail_bound(b - a) + 10.0 * _CRITICAL_XTOL
+
     def _log_tail(self, z: float, terms: _TailTerms) -> float:
         """log p of the largest |z| (after the factor) by the tail approximation, averaged over rho's error."""
-        return float(np.logaddexp.reduce(self._weighted_tails(z, terms)))
+        return _log_sum_exp(self._weighted_tails(z, terms))
 
-    def _weighted_tails(self, z: float, terms: _TailTerms) -> NDArray[np.float64]:
+    def _weighted_tails(self, z: float, terms: _TailTerms) -> list[float]:
         """log(weight * p) at each node of rho's error: a statistic divided by the factor
         of the node's rho is z * inflation there, and the same splits can reach it."""
-        reached = terms.reach >= z * math.sqrt(self.factor) * (1.0 - 1e-12)
-        return self.log_weights + _log_tails(z * self.inflation, reached, terms)
+        reached = terms.reach >= z * self._root_factor * (1.0 - 1e-12)
+        tails = _log_tails([z * c for c in self._inflations], reached, terms)
+        return [w + t for w, t in zip(self._log_weights, tails, strict=True)]
 
     def critical(self, a: int, b: int, test: _Test) -> _Test:
         """The significant `test` of points a..b-1 with the |z| its level asks for.
@@ -468,15 +639,15 @@ class _Tester:
         z = self._last_critical if 1.0 < self._last_critical < test.z else test.z
         for step in count():
             tails = self._weighted_tails(z, scan.tail)
-            log_p = float(np.logaddexp.reduce(tails))
+            log_p = _log_sum_exp(tails)
             if log_p < self.log_alpha:
                 high = z
             else:
                 low = z
             # In z^2 log p is nearly linear (the normal density's exponent), which Newton
             # needs to get from a statistic far above the level in few steps.
-            slopes = np.where(z * self.inflation >= 1.0, 0.5 / (z * z) - 0.5 * self.inflation**2, 0.0)
-            slope = float(np.dot(np.exp(tails - log_p), slopes))
+            slope = sum(math.exp(t - log_p) * (0.5 / (z * z) - 0.5 * c * c)
+                        for t, c in zip(tails, self._inflations, strict=True) if z * c >= 1.0)
             squared = z * z - (log_p - self.log_alpha) / slope if slope < 0.0 else -1.0
             # log p jumps where a split stops being reachable, and may jump over the level:
             # Newton then goes to and fro across the jump, which bisection closes in on.
@@ -486,7 +657,7 @@ class _Tester:
                 break
             z = following
         self._last_critical = following
-        return replace(test, threshold=following)
+        return test._replace(threshold=following)
 
     def _log_permutation_p(self, centred: NDArray[np.float64], z: float) -> tuple[float, float]:
         """Monte Carlo p-value of the maximum |z| over random orders of the scores, and
@@ -537,7 +708,7 @@ def _split_spread(m: int) -> NDArray[np.float64]:
     return np.sqrt(k * (m - k) / (m - 1))
 
 
-def _log_tails(z: NDArray[np.float64], reached: NDArray[np.bool_], terms: _TailTerms) -> NDArray[np.float64]:
+def _log_tails(z: Sequence[float], reached: NDArray[np.bool_], terms: _TailTerms) -> list[float]:
     """log P(max_k |Z_k| >= z) under no change for each z, after Siegmund (1988).
 
     For a standardized bridge sampled at k = 1..m-1,
@@ -545,21 +716,29 @@ def _log_tails(z: NDArray[np.float64], reached: NDArray[np.bool_], terms: _TailT
     Terms of splits that no order of the scores could make reach the observed statistic
     (`reached` false) are left out of the sum. z must be positive.
     """
-    total = _overshoot(z[:, np.newaxis] * terms.scales) @ (terms.weights * reached)
-    log_p = np.log(z) - 0.5 * z * z - 0.5 * math.log(2.0 * math.pi) + np.log(np.maximum(total, 1e-300))
+    totals = _overshoot(np.multiply.outer(z, terms.scales)) @ (terms.weights * reached)
     # Below 1 the approximation, made for the tail, does not hold and the p-value is about
     # 1; where no split can reach z there is nothing to sum, and 1 is the cautious answer.
-    return np.where((z < 1.0) | (total <= 0.0), 0.0, np.minimum(log_p, 0.0))
+    return [0.0 if b < 1.0 or total <= 0.0 else min(math.log(b * total) - 0.5 * b * b - _LOG_SQRT_2PI, 0.0)
+            for b, total in zip(z, totals.tolist(), strict=True)]
 
 
-def _tail_terms(centred: NDArray[np.float64], ordered: NDArray[np.float64] | None) -> _TailTerms:
+def _log_sum_exp(terms: list[float]) -> float:
+    top = max(terms)
+    return top + math.log(sum(math.exp(t - top) for t in terms))
+
+
+def _tail_terms(
+    centred: NDArray[np.float64], ordered: NDArray[np.float64 | np.int64] | None, spread: float
+) -> _TailTerms:
     """The terms of the tail sum of a segment with these centred scores (see _TailTerms).
 
     A split's reach is the k most extreme scores on one side. They sum to 0, so the k
     largest on one side are the m - k smallest on the other, and a split near the far end
     has the bound of m - k. Only the _REACH_EDGE splits nearest each end are worked out,
     from a partial sort; further in, every split counts as reachable, which can only raise
-    the p-value. `ordered` is the scores in ascending order, where they are known.
+    the p-value. `ordered` is the scores in ascending order, where they are known;
+    `spread` their root mean square.
     """
     m = len(centred)
     edge = min(_REACH_EDGE, m - 1)  # no split has m points on one side
@@ -569,7 +748,7 @@ def _tail_terms(centred: NDArray[np.float64], ordered: NDArray[np.float64] | Non
     layout = _split_layout(m)
     top = np.cumsum(ordered[: -edge - 1 : -1])
     bottom = -np.cumsum(ordered[:edge])
-    bounds = np.maximum(top, bottom) / np.sqrt(float(np.mean(centred**2)) * layout.bound_scale)
+    bounds = np.maximum(top, bottom) / (spread * layout.bound_spread)
     reach = np.full(len(layout.weights), np.inf)
     reach[layout.near] = bounds[layout.near_j]
     reach[layout.far] = bounds[layout.far_j]
@@ -582,11 +761,16 @@ class _SplitLayout:
 
     weights: NDArray[np.float64]
     scales: NDArray[np.float64]
-    bound_scale: NDArray[np.float64]  # j (m - j) / (m - 1), j = 1.._REACH_EDGE
+    bound_spread: NDArray[np.float64]  # sqrt(j (m - j) / (m - 1)), j = 1.._REACH_EDGE
     near: NDArray[np.intp]  # terms of the splits k <= edge, bounded by the k most extreme
     near_j: NDArray[np.intp]  # their k - 1
     far: NDArray[np.intp]  # terms of the splits m - k <= edge, bounded by the m - k most extreme
     far_j: NDArray[np.intp]  # their m - k - 1
+    # The integral's length in u (its weights' sum) and its largest scale; 0 when every
+    # split is a term of its own.
+    interior: float
+    interior_scale: float
+    total_weight: float  # of all terms
 
 
 @lru_cache(maxsize=1024)
@@ -611,32 +795,54 @@ def _split_layout(m: int) -> _SplitLayout:
         half = math.log((m - edge - 0.5) / (edge + 0.5))
         u = half * _GL_NODES
         weights = np.concatenate((weights, 2.0 * half * _GL_WEIGHTS))
-        scales = np.concatenate((scales, np.sqrt((2.0 + 2.0 * np.cosh(u)) / m)))
-    return _SplitLayout(weights, scales, j * (m - j) / (m - 1), near, k[near] - 1, far, m - k[far] - 1)
+        interior = np.sqrt((2.0 + 2.0 * np.cosh(u)) / m)
+        scales = np.concatenate((scales, interior))
+        return _SplitLayout(weights, scales, np.sqrt(j * (m - j) / (m - 1)), near, k[near] - 1, far, m - k[far] - 1,
+                            2.0 * half * float(_GL_WEIGHTS.sum()), float(interior.max()), float(weights.sum()))
+    return _SplitLayout(weights, scales, np.sqrt(j * (m - j) / (m - 1)), near, k[near] - 1, far, m - k[far] - 1,
+                        0.0, 0.0, float(weights.sum()))
 
 
 def _overshoot(x: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Siegmund's nu(x): how much sampling on a grid lowers a crossing probability."""
-    half = x / 2.0
-    density = np.exp(-0.5 * half * half) / math.sqrt(2.0 * math.pi)
+    """Siegmund's nu(x): how much sampling on a grid lowers a crossing probability.
+
+    Overwrites x, and works in place on few temporaries: the tail sum's arrays are
+    small, and each numpy operation's fixed cost was most of an evaluation's.
+    """
+    half = x
+    half *= 0.5
     below = ndtr(half)
-    return (below - 0.5) / (half * (half * below + density))
+    density = np.square(half)
+    density *= -0.5
+    np.exp(density, out=density)
+    density *= 1.0 / _SQRT_2PI
+    denominator = half * below
+    denominator += density
+    denominator *= half
+    below -= 0.5
+    below /= denominator
+    return below
 
 
-def _describe(
-    series: _Series, before_start: int, test: _Test, after_end: int, factor: float
-) -> ChangePoint:
+def _describe(series: _Series, before_start: int, test: _Test, after_end: int, tester: _Tester) -> ChangePoint:
     split = test.split
     before = series.summaries[max(before_start, split - _MAGNITUDE_MAX_SIDE) : split]
     after = series.summaries[split : min(after_end, split + _MAGNITUDE_MAX_SIDE)]
+    factor = tester.expected_factor
+    bound = tester.critical_bound(before_start, after_end, test)
+
+    def critical() -> float:
+        return tester.critical(before_start, after_end, test).threshold
+
     if np.all(before > 0) and np.all(after > 0):
         # A ratio of levels: on logs the interval maps back exactly and stays asymmetric.
-        shift = _selected(_hodges_lehmann(np.log(before), np.log(after), factor), test)
+        shift = _selected(_hodges_lehmann(np.log(before), np.log(after), factor), test.z, bound, critical)
         change_pct, low, high = (100.0 * math.expm1(v) for v in shift)
     else:
         reference = abs(float(np.median(before)))
         scale = 100.0 / reference if reference else math.nan
-        change_pct, low, high = (v * scale for v in _selected(_hodges_lehmann(before, after, factor), test))
+        shift = _selected(_hodges_lehmann(before, after, factor), test.z, bound, critical)
+        change_pct, low, high = (v * scale for v in shift)
     return ChangePoint(
         index=int(series.positions[split]),
         change_pct=change_pct,
@@ -646,7 +852,9 @@ def _describe(
     )
 
 
-def _selected(shift: tuple[float, float, float], test: _Test) -> tuple[float, float, float]:
+def _selected(
+    shift: tuple[float, float, float], statistic: float, bound: float, critical: Callable[[], float]
+) -> tuple[float, float, float]:
     """The shift and its interval given that the test found it: conditional on |Z| >= threshold.
 
     A change is recorded only when its statistic passed the level, so the changes found
@@ -660,12 +868,10 @@ def _selected(shift: tuple[float, float, float], test: _Test) -> tuple[float, fl
     The test's z is of ranks, which saturate (a 30 + 20 point split cannot pass 5.9,
     however large the step): it is the estimate's own z, estimate / standard error,
     that is truncated, at the test's threshold scaled by the ratio of the two.
+    `statistic` is the test's z, `critical()` its threshold, solved for only if `bound`
+    (at least the threshold) does not already show the estimate far above it.
     """
     estimate, low, high = shift
-    # No critical value (nan), or none below the statistic (the permuted maxima's quantile
-    # leaves rho's error out): nothing to condition on.
-    if not test.threshold < test.z:
-        return shift
     sign = 1.0 if estimate >= 0 else -1.0
     # As a magnitude: the truncation pulls towards zero whichever way the change went.
     estimate, low, high = sign * estimate, *sorted((sign * low, sign * high))
@@ -674,7 +880,14 @@ def _selected(shift: tuple[float, float, float], test: _Test) -> tuple[float, fl
     if not down > 0.0:
         return shift
     z = estimate / down
-    threshold = test.threshold * z / test.z
+    if z - bound * z / statistic > _UNSELECTED_MARGIN:
+        return shift
+    # No critical value (nan), or none below the statistic (the permuted maxima's quantile
+    # leaves rho's error out): nothing to condition on.
+    threshold = critical()
+    if not threshold < statistic:
+        return shift
+    threshold *= z / statistic
     if z - threshold > _UNSELECTED_MARGIN:
         return shift
     lower, middle, upper = (_truncated_mean(z, threshold, q) for q in _SELECTED_QUANTILES)
