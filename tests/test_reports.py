@@ -24,7 +24,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.handlers import Message as MessageHandler
 
-from conftest import LABEL_ATTACK, SCRIPT_SUBJECT, free_port
+from conftest import LABEL_ATTACK, SCRIPT_SUBJECT, copy_tracked, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = SCRIPT_SUBJECT
@@ -161,7 +161,7 @@ def test_a_tracker_retries_mail_the_server_refused(tracked: Path, tmp_path: Path
     """The tracker's `report:` mails the bisected regression and the daily summary; with
     the server down the pass still succeeds, says why, and the next pass delivers."""
     where = tmp_path / "copy"
-    shutil.copytree(tracked, where, symlinks=True)
+    copy_tracked(tracked, where, cache=True)
     port = free_port()
     with (where / "tracker.yaml").open("a") as f:
         f.write(f"report:\n  mail_to: [dev@example.org]\n  smtp: 127.0.0.1:{port}\n")
@@ -242,7 +242,7 @@ def test_a_report_stands_on_its_own_after_the_repository_is_gone(tracked: Path, 
     from perfline.web.auth import Tokens
 
     where = tmp_path / "copy"
-    shutil.copytree(tracked, where, ignore=shutil.ignore_patterns("cache"))
+    copy_tracked(tracked, where)
     culprit = shas(tracked)[CULPRIT]
     author, date = subprocess.run(["git", "-C", str(where / "src"), "log", "-1", "--format=%an%x00%cI", culprit],
                                   capture_output=True, text=True, check=True).stdout.strip().split("\0")

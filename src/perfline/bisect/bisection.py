@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
-from scipy import stats
+from scipy.special import stdtrit
 
 from perfline.bisect import posterior as model
 from perfline.bisect.confirm import ALPHA, ABConfirmation, Confirmation, Decision
@@ -357,5 +357,5 @@ class Bisection:
             return nan, (nan, nan)
         levels = model.levels_at(culprit, state.commits, state.y, state.weights)
         step = levels.bad - levels.good
-        half = float(stats.t.ppf(0.975, levels.dof)) * levels.step_stderr
+        half = float(stdtrit(levels.dof, 0.975)) * levels.step_stderr  # scipy.stats.t.ppf(0.975, dof)
         return model.percent(step), (model.percent(step - half), model.percent(step + half))

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
-from scipy import stats
 
 from perfline.bisect.posterior import percent
 from perfline.stats.sequential import SequentialPlan
@@ -154,6 +153,8 @@ class ABConfirmation:
 
     def _look(self, n: int) -> _Look:
         if n not in self._judged:
+            from scipy import stats  # a second to import: `bisect status` and `log` never look
+
             a = np.log(np.asarray(self._samples[self.parent][:n], dtype=float))
             b = np.log(np.asarray(self._samples[self.culprit][:n], dtype=float))
             test = stats.ttest_ind(b, a, equal_var=False, trim=_trim(a, b))

@@ -18,6 +18,7 @@ from typing import Any
 from perfline import __version__
 from perfline.interop import perfline_json
 from perfline.interop.formats import ASV_METADATA, IMPORTERS, detect
+from perfline.interop.jsonfile import read_bytes
 from perfline.interop.model import ImportedRun, ImportFailed
 from perfline.interop.otava import OtavaColumns, otava
 from perfline.records.job import Case
@@ -82,7 +83,8 @@ def plan(path: Path, fmt: str | None, *, label: str | None, machine: str | None,
         raise ImportFailed(path, f"--metrics and --attributes name an Otava CSV's columns; this is {chosen}")
     out = ImportPlan(chosen)
     for file in files:
-        digest = hashlib.sha256(file.read_bytes()).hexdigest()
+        # Capped: a 2 GB file was read whole and hashed (26 s) before its importer refused it.
+        digest = hashlib.sha256(read_bytes(file)).hexdigest()
         out.files.append(file)
         out.digests.append(digest)
         if chosen == "perfline":

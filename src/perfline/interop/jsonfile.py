@@ -13,15 +13,20 @@ from perfline.interop.model import ImportFailed
 MAX_BYTES = 256 * 2**20
 
 
-def read_text(path: Path) -> str:
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes, refused unread when it is larger than a result file can be."""
     try:
         size = path.stat().st_size
         if size > MAX_BYTES:
             raise ImportFailed(path, f"{size / 2**20:.0f} MiB: larger than any result file "
                                      f"({MAX_BYTES // 2**20} MiB at most)")
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise ImportFailed(path, f"cannot read: {exc.strerror}") from None
+
+
+def read_text(path: Path) -> str:
+    data = read_bytes(path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -121,11 +121,11 @@ def _error(estimates: Sequence[Estimate]) -> list[list[float]]:
 
 
 def _dots(axes: Axes, xs: Sequence[float], estimates: Sequence[Estimate], color: str) -> None:
-    for x, estimate in zip(xs, estimates, strict=True):
-        axes.scatter(
-            [x] * len(estimate.values), estimate.values, s=9, color=color, alpha=0.45,
-            edgecolors="none", zorder=4,
-        )
+    # One scatter for all points: a scatter a point took 70 s for a 3000-point series
+    # (matplotlib rescales the axes after each).
+    dot_xs = [x for x, estimate in zip(xs, estimates, strict=True) for _ in estimate.values]
+    dot_ys = [value for estimate in estimates for value in estimate.values]
+    axes.scatter(dot_xs, dot_ys, s=9, color=color, alpha=0.45, edgecolors="none", zorder=4)
 
 
 def plot_points(

@@ -427,8 +427,10 @@ def series_png(store: Store, report: RegressionReport) -> bytes | None:
     xs = list(range(len(points)))
     means = [sum(p.values) / len(p.values) for p in points]
     axes.plot(xs, means, marker="o", color="tab:blue", label=r.metric)
-    for x, p in zip(xs, points, strict=True):
-        axes.scatter([x] * len(p.values), p.values, s=6, color="tab:blue", alpha=0.3)
+    # One scatter for every value: one a point rescales the axes each time (minutes for a
+    # long series).
+    axes.scatter([x for x, p in zip(xs, points, strict=True) for _ in p.values],
+                 [v for p in points for v in p.values], s=6, color="tab:blue", alpha=0.3)
     names = [p.runs[0].kernel_commit or "" for p in points]
     if r.good in names and r.bad in names:
         axes.axvspan(names.index(r.good), names.index(r.bad), color="tab:red", alpha=0.15,

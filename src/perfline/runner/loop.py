@@ -169,16 +169,18 @@ class CaseRun:
             pid=os.getpid(),
             fleet_attempt=self.ctx.fleet_attempt,
         )
-        self.ctx.observer.run_started(self.run_id, self.case)
-        if found := self.ctx.host_check.before_run(self.ctx.kernel):
-            self.settings["disturbances"] = [d.line() for d in found]
-            for disturbance in self.ctx.host_check.new(found):
-                self.ctx.observer.warning(f"this run may be disturbed: {disturbance.line()}")
-        workdir = self._stack.enter_context(
-            tempfile.TemporaryDirectory(prefix=f"perfline-run{self.run_id}-")
-        )
-        self.workdir = Path(workdir)
+        # From the stored run on, whatever stops the start (a SIGTERM during the host
+        # check's 0.3 s sample left a fleet run `running` for good) ends the run.
         try:
+            self.ctx.observer.run_started(self.run_id, self.case)
+            if found := self.ctx.host_check.before_run(self.ctx.kernel):
+                self.settings["disturbances"] = [d.line() for d in found]
+                for disturbance in self.ctx.host_check.new(found):
+                    self.ctx.observer.warning(f"this run may be disturbed: {disturbance.line()}")
+            workdir = self._stack.enter_context(
+                tempfile.TemporaryDirectory(prefix=f"perfline-run{self.run_id}-")
+            )
+            self.workdir = Path(workdir)
             if refused is not None:
                 self._own_failure = refused
                 raise refused
