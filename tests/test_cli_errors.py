@@ -114,3 +114,21 @@ def test_missing_runs_are_user_errors(tmp_path: Path, args: list[str]) -> None:
     proc = perfline("--db", str(tmp_path / "s.db"), *args)
     assert proc.returncode == 2
     one_error_line(proc)
+
+
+def test_a_missing_native_helper_is_the_machines_to_fix_not_an_internal_error(tmp_path: Path) -> None:
+    """A checkout where `make native` was not run: the bisection's pace guard needs
+    native/build/pace. One `error:` line saying how to build it, exit 2 (it was an
+    internal error asking to be reported)."""
+    subprocess.run([str(Path(__file__).parents[1] / "examples" / "bisect" / "make-repo.sh"), str(tmp_path / "src")],
+                   check=True, capture_output=True)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PERFLINE_NATIVE_DIR": str(tmp_path / "no-native"),
+           "PERFLINE_CACHE_DIR": str(tmp_path / "cache")}
+    proc = perfline("--db", str(tmp_path / "s.db"), "bisect", "start", "--repo", str(tmp_path / "src"),
+                    "--good", "HEAD~4", "--bad", "HEAD", "--build", "make -s", "--command", "./bench",
+                    "--direction", "lower", env=env)
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: native helper pace not found at {tmp_path / 'no-native' / 'pace'}: run `make native` "
+                      f"in {Path(__file__).parents[1]} or fix $PERFLINE_NATIVE_DIR"], proc.stderr
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr

@@ -1,7 +1,8 @@
 """The command line's one error boundary.
 
-A failure the user caused and can fix (a `UserError`: a job file, a CSV, a store URL)
-prints one line `error: WHERE: what` and exits 2. Anything else is perfline's fault: one
+A failure the user caused and can fix (a `UserError`: a job file, a CSV, a store URL;
+a `ToolMissing`: a program or native helper the machine lacks) prints one line
+`error: WHERE: what` and exits 2. Anything else is perfline's fault: one
 line names the exception and where its full traceback was written, so a user can send
 it without the screen filling up; `--debug` (or PERFLINE_DEBUG=1) prints it instead.
 """
@@ -20,6 +21,7 @@ from rich.markup import escape
 
 from perfline.cli.common import EXIT_FAILED, EXIT_USAGE, errors
 from perfline.records.errors import UserError
+from perfline.system.process import ToolMissing
 
 DEBUG_ENV = "PERFLINE_DEBUG"
 
@@ -33,7 +35,7 @@ def guarded(command: Callable[[], object], argv: list[str]) -> None:
     """Run the CLI; turn every exception into one line and an exit code."""
     try:
         command()
-    except UserError as exc:
+    except (UserError, ToolMissing) as exc:  # a missing tool is the machine's to fix, not a bug to report
         _error(str(exc))
         sys.exit(EXIT_USAGE)
     except Exception as exc:  # the boundary: nothing may reach the user as a traceback
