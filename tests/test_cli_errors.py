@@ -129,6 +129,7 @@ def test_a_missing_native_helper_is_the_machines_to_fix_not_an_internal_error(tm
                     "--direction", "lower", env=env)
     assert proc.returncode == 2, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert errors == [f"error: native helper pace not found at {tmp_path / 'no-native' / 'pace'}: run `make native` "
-                      f"in {Path(__file__).parents[1]} or fix $PERFLINE_NATIVE_DIR"], proc.stderr
+    expected = (f"error: native helper pace not found at {tmp_path / 'no-native' / 'pace'}: run `make native` "
+                f"in {Path(__file__).parents[1]} or fix $PERFLINE_NATIVE_DIR")
+    assert errors == [expected], proc.stderr
     assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
