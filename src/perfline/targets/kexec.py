@@ -123,15 +123,19 @@ def refusal(root: Path = Path("/")) -> str | None:
 def initrd_for(kernel: Kernel, root: Path = Path("/")) -> Path | None:
     """The initramfs installed with the kernel's modules (/boot/initrd.img-RELEASE), as
     Debian's kernel packages and `make install` leave it; None for a kernel that needs
-    none, which only a kernel without modules is."""
+    none: one whose modules are installed without an initramfs, or one built without
+    module support (its registered .config says `# CONFIG_MODULES is not set`: a
+    tracker's build of bzImage alone, every driver the machine needs built in)."""
     initrd = root / "boot" / f"initrd.img-{kernel.release}"
     if initrd.is_file():
         return initrd
+    if "# CONFIG_MODULES is not set" in (kernel.config() or ""):
+        return None
     if not (root / "lib/modules" / kernel.release).is_dir():
         raise KexecRefused(
             f"kernel {kernel.name} ({kernel.release}) has no modules installed on this machine "
             f"(/lib/modules/{kernel.release}): install its package or `make modules_install install`, "
-            "which also writes its initramfs")
+            "which also writes its initramfs, or build it with every driver built in (CONFIG_MODULES=n)")
     return None
 
 
