@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -32,8 +33,10 @@ from perfline.fleet.machine import describe
 from perfline.fleet.queue import FleetQueue
 from perfline.fleet.stalled import take_back_stalled
 from perfline.fleet.worker import FleetWorker, WorkerSettings
+from perfline.records.job import Case
 from perfline.records.status import RunStatus
 from perfline.store import Store
+from perfline.store.kexec_boots import KexecBoot
 from perfline.system.pgserver import PrivateServer
 from perfline.targets import local, machine_settings
 from perfline.targets.kernels import CACHE_ENV, Kernel
@@ -88,34 +91,49 @@ def boots_into(root: Path, release: str, version: str, cmdline: str, boot_id: st
     (root / "etc/machine-id").write_text(local.machine_id() + "\n")
 
 
-def test_a_kernel_tracker_on_the_fleet_boots_each_commit_and_one_that_does_not_boot_is_untestable(
-    tmp_path: Path, debian_kernels: dict[str, Kernel], postgres_server: PrivateServer,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    url = postgres_server.create_database("fleet_kernels")
+@dataclass(frozen=True)
+class Lab:
+    """The lab machine as the test plays it: its store, settings, boot steps and /proc."""
+
+    url: str
+    tested: Kernel
+    root: Path
+    steps: kernel_jobs.BootSteps
+    staged: list[tuple[str, str]]
+    images: Path
+    config: Path
+
+    def publish(self, shas: list[str]) -> None:
+        """Another worker built these commits: the image directory holds them by config and commit."""
+        key = kernel.keep_config_bytes(self.config.read_bytes()).stem
+        for sha in shas:
+            kept = self.images / key / sha
+            kept.mkdir(parents=True)
+            shutil.copyfile(self.tested.image, kept / kernel.KEPT_IMAGE)
+            shutil.copyfile(self.tested.config_path, kept / kernel.KEPT_CONFIG)
+
+    def worker(self, store: Store, queue: FleetQueue, said: list[str]) -> FleetWorker:
+        return FleetWorker(store, queue, describe("lab1", CLASS), WorkerSettings(stalled_s=3.0, poll_s=0.2),
+                           said.append, images=self.images, boot_steps=self.steps)
+
+    def comes_up(self, boot: KexecBoot, boot_id: str) -> None:
+        """The boot's kernel runs: its release and build, the command line it was given."""
+        boots_into(self.root, boot.release, boot.banner.split(") ", 1)[1], boot.cmdline, boot_id)
+
+
+@pytest.fixture
+def lab(tmp_path: Path, debian_kernels: dict[str, Kernel], postgres_server: PrivateServer,
+        monkeypatch: pytest.MonkeyPatch) -> Lab:
+    url = postgres_server.create_database(f"fleet_kernels_{tmp_path.name[-24:].replace('-', '_')}")
     monkeypatch.setenv("PERFLINE_DB", url)
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
-    tested: Kernel = debian_kernels["debian-6.12"]
+    tested = debian_kernels["debian-6.12"]
     # The machine's administrator opted in and installed the resume unit (in the test's settings).
     machine_settings.allow_kexec()
     unit = tmp_path / "units" / "perfline-resume.service"
     unit.parent.mkdir()
     unit.write_text("[Unit]\n")
     machine_settings.set_resume_unit(unit)
-
-    commits = kernel_tree(tmp_path / "linux")
-    base, panics, fine = commits
-    (tmp_path / "tiny.config").write_text("CONFIG_EXAMPLE=y\n")
-    (tmp_path / "tracker.yaml").write_text(TRACKER)
-    # Another worker built all three: the image directory holds them by config and commit.
-    images = tmp_path / "images"
-    key = kernel.keep_config_bytes((tmp_path / "tiny.config").read_bytes()).stem
-    for sha in commits:
-        kept = images / key / sha
-        kept.mkdir(parents=True)
-        shutil.copyfile(tested.image, kept / kernel.KEPT_IMAGE)
-        shutil.copyfile(tested.config_path, kept / kernel.KEPT_CONFIG)
-
     root = tmp_path / "machine"
     boots_into(root, RELEASE_61, VERSION_61, DEFAULT_CMDLINE, "boot-0")
     (root / "boot").mkdir()
@@ -123,6 +141,19 @@ def test_a_kernel_tracker_on_the_fleet_boots_each_commit_and_one_that_does_not_b
     staged: list[tuple[str, str]] = []
     steps = kernel_jobs.BootSteps(root=root, stage=lambda image, line: staged.append((image.name, line)),
                                   boot=lambda: None)
+    config = tmp_path / "tiny.config"
+    config.write_text("CONFIG_EXAMPLE=y\n")
+    return Lab(url, tested, root, steps, staged, tmp_path / "images", config)
+
+
+def test_a_kernel_tracker_on_the_fleet_boots_each_commit_and_one_that_does_not_boot_is_untestable(
+    tmp_path: Path, lab: Lab
+) -> None:
+    url, root = lab.url, lab.root
+    commits = kernel_tree(tmp_path / "linux")
+    base, panics, fine = commits
+    (tmp_path / "tracker.yaml").write_text(TRACKER)
+    lab.publish(commits)
 
     env = {**os.environ, "PERFLINE_DB": url, CACHE_ENV: str(tmp_path / "tracker-cache")}
     with (tmp_path / "track.log").open("w") as log:
@@ -130,8 +161,6 @@ def test_a_kernel_tracker_on_the_fleet_boots_each_commit_and_one_that_does_not_b
                                      "--once"], env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     store = Store.open(url)
     said: list[str] = []
-    facts = describe("lab1", CLASS)
-    settings = WorkerSettings(stalled_s=3.0, poll_s=0.2)
     try:
         with FleetQueue(url) as queue:
             deadline = time.monotonic() + 180
@@ -139,8 +168,7 @@ def test_a_kernel_tracker_on_the_fleet_boots_each_commit_and_one_that_does_not_b
                 assert tracking.poll() is None and time.monotonic() < deadline, (tmp_path / "track.log").read_text()
                 time.sleep(0.2)
             for number in range(1, 4):
-                why = FleetWorker(store, queue, facts, settings, said.append, images=images,
-                                  boot_steps=steps).serve()
+                why = lab.worker(store, queue, said).serve()
                 assert why.startswith("kexec boot") and "booting" in why, said
                 boot = store.open_kexec_boot(local.machine_id())
                 assert boot is not None and boot.state == "pending" and boot.fleet_attempt is not None
@@ -154,7 +182,7 @@ def test_a_kernel_tracker_on_the_fleet_boots_each_commit_and_one_that_does_not_b
                     (pstore / "dmesg-ramoops-0").write_text("Panic#1 Part1\n" + PANIC)
                     boots_into(root, RELEASE_61, VERSION_61, DEFAULT_CMDLINE, f"boot-{number}a")
                 else:
-                    boots_into(root, boot.release, boot.banner.split(") ", 1)[1], boot.cmdline, f"boot-{number}a")
+                    lab.comes_up(boot, f"boot-{number}a")
                     measured = resume_here(store, root)
                     assert measured.outcome == "measured" and measured.reboot, measured
                     assert store.attempt(boot.fleet_attempt).state == "succeeded"
@@ -163,8 +191,7 @@ def test_a_kernel_tracker_on_the_fleet_boots_each_commit_and_one_that_does_not_b
                 assert back.outcome == ("boot-failed" if boot.kernel_commit == panics else "returned"), back
                 assert queue.jobs(job.id)[0].status in ("succeeded", "failed")
             store.set_hold("lab1", "drain")
-            assert "drained" in FleetWorker(store, queue, facts, settings, said.append, images=images,
-                                            boot_steps=steps).serve()
+            assert "drained" in lab.worker(store, queue, said).serve()
         assert tracking.wait(timeout=180) == 0, (tmp_path / "track.log").read_text()
     finally:
         if tracking.poll() is None:
@@ -173,8 +200,8 @@ def test_a_kernel_tracker_on_the_fleet_boots_each_commit_and_one_that_does_not_b
     tracked = (tmp_path / "track.log").read_text()
 
     # Each commit's kernel was staged with the default's line, panic=10 and its token.
-    assert [name for name, _ in staged] == [f"track-lab-{sha[:12]}" for sha in commits]
-    assert all("panic=10 oops=panic perfline.boot=" in line for _, line in staged)
+    assert [name for name, _ in lab.staged] == [f"track-lab-{sha[:12]}" for sha in commits]
+    assert all("panic=10 oops=panic perfline.boot=" in line for _, line in lab.staged)
     boots = {b.kernel_commit: b for b in store.kexec_boots()}
     assert {sha: boots[sha].state for sha in commits} == {base: "returned", panics: "boot-failed", fine: "returned"}
     assert "Attempted to kill init" in str(boots[panics].console)
@@ -207,3 +234,35 @@ def test_a_kernel_tracker_on_the_fleet_boots_each_commit_and_one_that_does_not_b
                                        env=env, capture_output=True, text=True, timeout=120, check=True).stdout)
     [lab] = status
     assert lab["tested"] == 2 and lab["pending"] == 0, lab
+
+
+def test_a_machine_that_never_comes_back_from_a_kernel_ends_its_job_boot_failed_once(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past $PERFLINE_FLEET_BOOT_S the sweep ends the job `boot-failed`, not queued for
+    another machine; the machine coming back late (slow, not dead) completes nothing."""
+    sha = "c0ffee" * 6 + "c0ff"
+    lab.publish([sha])
+    case = kernel.kexec_case(Case("lab-job1", "command", {"cmd": "echo 1.0", "metric": "seconds", "unit": "s",
+                                                          "direction": "lower"}, {}, 5, 0, (), "local"), "lab")
+    store = Store.open(lab.url)
+    said: list[str] = []
+    with FleetQueue(lab.url) as queue:
+        [job_id] = queue.submit(f"class:{CLASS}", [kernel_jobs.job_args(case, "lab", sha, "/nonexistent",
+                                                                         lab.config.read_text())])
+        assert "booting" in lab.worker(store, queue, said).serve()
+        boot = store.open_kexec_boot(local.machine_id())
+        assert boot is not None and boot.fleet_attempt is not None
+        assert take_back_stalled(store, queue, 0.0) == []
+        monkeypatch.setattr(kernel_jobs, "BOOT_S", 0.0)
+        [taken] = take_back_stalled(store, queue, 0.0)
+        assert taken.boot_failed and not taken.requeued
+        assert queue.jobs(job_id)[0].status == "failed"
+        attempt = store.attempt(boot.fleet_attempt)
+        assert attempt.state == "failed" and "did not come back" in str(attempt.error)
+        # It was only slow: the tested kernel comes up after all, and measures into nothing.
+        lab.comes_up(boot, "boot-late")
+        late = resume_here(store, lab.root)
+        assert late.outcome == "measured"
+        assert [store.get_run(i).info.status for i in store.kexec_boot(boot.id).run_ids] == [RunStatus.INTERRUPTED]
+        assert queue.jobs(job_id)[0].status == "failed" and len(store.attempts([job_id])) == 1

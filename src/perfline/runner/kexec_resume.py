@@ -138,7 +138,7 @@ def boot_fingerprint(fingerprint: Fingerprint, boot: KexecBoot) -> Fingerprint:
 
 
 def _failed(store: Store, boot: KexecBoot, running: kexec.RunningKernel, root: Path, error: str) -> Resumed:
-    source, lines = kexec.console_lines(root)
+    source, lines = kexec.console_lines(root, planned_in=boot.boot_id_before)
     console = f"{source}:\n{lines}" if lines else None
     if console is None:
         error += "; no console lines were kept (no pstore record, no journal of that boot)"

@@ -13,6 +13,7 @@ other: a reset into the default kernel, or a boot someone else made.
 from __future__ import annotations
 
 import contextlib
+import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,10 +179,13 @@ def reboot() -> None:
     run(["systemctl", "reboot"], timeout=120)
 
 
-def console_lines(root: Path = Path("/"), lines: int = CONSOLE_LINES) -> tuple[str, str]:
+def console_lines(root: Path = Path("/"), lines: int = CONSOLE_LINES, planned_in: str | None = None
+                  ) -> tuple[str, str]:
     """The last kernel messages of the previous boot, and where they came from: pstore
     (what a panicking kernel wrote there, newest record first), else the previous
-    boot's journal; ('', '') when neither kept any."""
+    boot's journal; ('', '') when neither kept any. `planned_in`: the boot id the boot
+    was planned in; a journal whose previous boot is that one holds nothing of the
+    failed kernel (it died before its journald ran), only the default kernel's boot."""
     records = sorted((path for directory in PSTORE_DIRS if (root / directory).is_dir()
                       for path in (root / directory).rglob("dmesg-*") if path.is_file()),
                      key=lambda path: path.stat().st_mtime)
@@ -195,11 +199,23 @@ def console_lines(root: Path = Path("/"), lines: int = CONSOLE_LINES) -> tuple[s
     try:
         journal = run(["journalctl", *where, "-b", "-1", "-k", "-o", "short-monotonic", "-n", str(lines),
                        "--no-pager"], timeout=60).stdout
+        last_entry = run(["journalctl", *where, "-b", "-1", "-o", "json", "-n", "1", "--no-pager"], timeout=60).stdout
     except (CommandFailed, FileNotFoundError):
         return "", ""
     if not journal.strip() or "No journal files were found" in journal or "-- No entries --" in journal:
         return "", ""
+    if planned_in is not None and _journal_boot(last_entry) == planned_in.replace("-", ""):
+        return "", ""
     return "journalctl -b -1 -k", tail(journal, lines)
+
+
+def _journal_boot(entry: str) -> str | None:
+    """The `_BOOT_ID` of a journal entry as `journalctl -o json` prints it."""
+    try:
+        found = json.loads(entry.strip().splitlines()[-1]).get("_BOOT_ID")
+    except (ValueError, IndexError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
 
 
 def resume_unit_text(command: list[str], environment: dict[str, str]) -> str:
