@@ -266,3 +266,24 @@ def test_a_machine_that_never_comes_back_from_a_kernel_ends_its_job_boot_failed_
         assert late.outcome == "measured"
         assert [store.get_run(i).info.status for i in store.kexec_boot(boot.id).run_ids] == [RunStatus.INTERRUPTED]
         assert queue.jobs(job_id)[0].status == "failed" and len(store.attempts([job_id])) == 1
+
+
+@pytest.mark.parametrize(("edit", "says"), [
+    (("narrow: false", "narrow: true"), "tracker.yaml:14: narrow: a kernel tracker on the fleet tests its commits"),
+    (("    warmup: 0\n", "    warmup: 0\n    target: qemu\n    kernel: debian-6.1\n"), "target 'qemu': a kernel tracker on the fleet boots"),
+])
+def test_what_a_kernel_tracker_on_the_fleet_cannot_do_is_one_line_before_anything_runs(
+    tmp_path: Path, edit: tuple[str, str], says: str, debian_kernels: dict[str, Kernel]
+) -> None:
+    from test_qemu_target import TEST_CACHE
+
+    kernel_tree(tmp_path / "linux")
+    (tmp_path / "tiny.config").write_text("CONFIG_EXAMPLE=y\n")
+    (tmp_path / "tracker.yaml").write_text(TRACKER.replace(*edit))
+    db = tmp_path / "store.db"
+    done = subprocess.run([sys.executable, "-m", "perfline", "--db", str(db), "track", "run",
+                           str(tmp_path / "tracker.yaml"), "--once"], capture_output=True, text=True, timeout=120,
+                          check=False, env={**os.environ, CACHE_ENV: str(TEST_CACHE)})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("error: ") and says in done.stderr
+    assert not db.exists()
