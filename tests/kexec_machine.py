@@ -133,13 +133,16 @@ def machine_image(cache: Path, kernels: list[Kernel]) -> Path:
 # gives it) resets the guest; printk, the serial console and ramoops let the panic be seen
 # on the console and kept in pstore. Built without modules, it needs no initramfs.
 PANICKING_SOURCE = "linux-source-6.1"
-PANICKING_OPTIONS = ("64BIT", "PRINTK", "TTY", "SERIAL_8250", "SERIAL_8250_CONSOLE", "PSTORE", "PSTORE_RAM",
-                     "PSTORE_CONSOLE", "BINFMT_ELF")
+PANICKING_OPTIONS = ("64BIT", "PRINTK", "TTY", "SERIAL_8250", "SERIAL_8250_CONSOLE", "BINFMT_ELF")
+# pstore sits under the miscellaneous file systems; wanted, not required (the serial
+# console shows the panic either way).
+PANICKING_WANTED = ("MISC_FILESYSTEMS", "PSTORE", "PSTORE_RAM", "PSTORE_CONSOLE")
 
 
 def panicking_kernel(cache: Path) -> Path:
     """A directory with the panicking kernel's bzImage and .config (built once, minutes)."""
-    key = hashlib.sha256(json.dumps([PANICKING_SOURCE, PANICKING_OPTIONS]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps([PANICKING_SOURCE, PANICKING_OPTIONS, PANICKING_WANTED]).encode()
+                         ).hexdigest()[:16]
     directory = cache / "kexec-machine" / f"panicking-{key}"
     directory.parent.mkdir(parents=True, exist_ok=True)
     with (directory.parent / f"panicking-{key}.lock").open("w") as lock:
@@ -162,7 +165,7 @@ def _build_panicking(directory: Path) -> None:
         [tree] = (path for path in staging.glob("linux-source-*") if path.is_dir())
         _run(["make", "-C", str(tree), "tinyconfig"], timeout=600)
         _run([str(tree / "scripts/config"), "--file", str(tree / ".config"),
-              *(arg for option in PANICKING_OPTIONS for arg in ("--enable", option))])
+              *(arg for option in PANICKING_OPTIONS + PANICKING_WANTED for arg in ("--enable", option))])
         _run(["make", "-C", str(tree), "olddefconfig"], timeout=600)
         config = (tree / ".config").read_text()
         missing = [o for o in PANICKING_OPTIONS if f"CONFIG_{o}=y" not in config]

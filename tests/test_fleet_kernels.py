@@ -54,11 +54,12 @@ def git(repo: Path, *args: str) -> str:
                            *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def kernel_tree(repo: Path) -> list[str]:
-    """Three commits; the builds the test puts in the image directory stand for them."""
+def kernel_tree(repo: Path, subjects: tuple[str, ...] = (
+        "base", "sched: a change whose kernel panics at boot", "mm: a fine change")) -> list[str]:
+    """A commit per subject; the builds the test puts in the image directory stand for them."""
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
-    for subject in ("base", "sched: a change whose kernel panics at boot", "mm: a fine change"):
+    for subject in subjects:
         (repo / "Makefile").write_text(f"# {subject}\n")
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", subject)

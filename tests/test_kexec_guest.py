@@ -34,6 +34,7 @@ from kexec_machine import (
 from perfline.store import Store
 from perfline.system.pgserver import HOST, PrivateServer
 from perfline.targets.kernels import CACHE_ENV, Kernel
+from test_fleet_kernels import TRACKER, kernel_tree
 
 pytestmark = [pytest.mark.slow, pytest.mark.vm]
 
@@ -128,26 +129,6 @@ case $step in
     systemctl poweroff ;;
 esac
 """
-TRACKER = """\
-name: lab
-repo: ./linux
-branch: main
-since: HEAD~1
-build:
-  kernel:
-    config: lab.config
-jobs:
-  - benchmark: command
-    params: {cmd: "echo 1.0", metric: seconds, unit: s, direction: lower}
-    repeat: 5
-    warmup: 0
-    monitors: []
-narrow: false
-fleet:
-  class: kexec-lab
-"""
-
-
 def test_a_kernel_tracker_on_the_fleet_with_the_lab_machine_as_worker(
     tmp_path: Path, debian_kernels: dict[str, Kernel], postgres_server: PrivateServer
 ) -> None:
@@ -161,16 +142,10 @@ def test_a_kernel_tracker_on_the_fleet_with_the_lab_machine_as_worker(
     default, tested = debian_kernels["debian-6.1"], debian_kernels["debian-6.12"]
     panicking = panicking_kernel(TEST_CACHE)
     url = postgres_server.create_database("kexec_fleet_guest")
-    repo = tmp_path / "linux"
-    repo.mkdir()
-    for subject in ("6.12", "a change whose kernel panics at boot"):
-        (repo / "Makefile").write_text(f"# {subject}\n")
-        _git(repo, "add", "-A")
-        _git(repo, "commit", "-q", "-m", subject)
-    good, panics = _git(repo, "rev-list", "--reverse", "HEAD").split()
-    (tmp_path / "lab.config").write_text("CONFIG_EXAMPLE=y\n")
-    (tmp_path / "tracker.yaml").write_text(TRACKER)
-    key = hashlib.sha256((tmp_path / "lab.config").read_bytes()).hexdigest()[:16]
+    good, panics = kernel_tree(tmp_path / "linux", ("6.12", "a change whose kernel panics at boot"))
+    (tmp_path / "tiny.config").write_text("CONFIG_EXAMPLE=y\n")
+    (tmp_path / "tracker.yaml").write_text(TRACKER.replace("since: HEAD~2", "since: HEAD~1"))
+    key = hashlib.sha256((tmp_path / "tiny.config").read_bytes()).hexdigest()[:16]
     images = tmp_path / "images"
     for sha, image, config in ((good, tested.image, tested.config_path),
                                (panics, panicking / "bzImage", panicking / "config")):
@@ -216,11 +191,6 @@ def test_a_kernel_tracker_on_the_fleet_with_the_lab_machine_as_worker(
     status = json.loads(subprocess.run([sys.executable, "-m", "perfline", "track", "status", "lab", "--json"],
                                        env=env, capture_output=True, text=True, timeout=120, check=True).stdout)
     assert status[0]["tested"] == 1 and status[0]["pending"] == 0, status
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=Dev", "-c", "user.email=dev@example.org",
-                           *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
 def guest_url(url: str) -> str:
