@@ -129,7 +129,7 @@ def machine_image(cache: Path, kernels: list[Kernel]) -> Path:
 
 # A kernel that panics at boot on the lab machine, built for real from Debian's Linux
 # source: tinyconfig has no block device or file system driver for the guest's root, so
-# it panics ("VFS: Unable to mount root fs") and panic=10 (from the command line perfline
+# it finds no root and no init and panics, and panic=10 (from the command line perfline
 # gives it) resets the guest; printk, the serial console and ramoops let the panic be seen
 # on the console and kept in pstore. Built without modules, it needs no initramfs.
 PANICKING_SOURCE = "linux-source-6.1"
