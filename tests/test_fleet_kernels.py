@@ -32,6 +32,7 @@ from perfline.fleet import kernel_jobs
 from perfline.fleet.machine import describe
 from perfline.fleet.queue import FleetQueue
 from perfline.fleet.stalled import take_back_stalled
+from perfline.fleet.status import fleet_status
 from perfline.fleet.worker import FleetWorker, WorkerSettings
 from perfline.records.job import Case
 from perfline.records.status import RunStatus
@@ -176,6 +177,8 @@ def test_a_kernel_tracker_on_the_fleet_boots_each_commit_and_one_that_does_not_b
                 # While the machine boots, its worker is silent: the sweep leaves the job alone.
                 assert take_back_stalled(store, queue, 0.0) == []
                 [job] = [j for j in queue.jobs() if j.status == "doing"]
+                [shown] = fleet_status(store, queue, 0.0).machines
+                assert shown.state == "booting", shown
                 if boot.kernel_commit == panics:
                     # panic=10 reset the machine; the firmware booted its default; ramoops kept the panic.
                     pstore = root / "var/lib/systemd/pstore/1764194400"

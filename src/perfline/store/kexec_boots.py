@@ -106,6 +106,13 @@ class KexecBootQueries:
             ).first()
             return None if row is None else _boot(row)
 
+    def booting_machines(self) -> set[str]:
+        """The machine ids in an open boot for a fleet job (`fleet status`: booting)."""
+        with self._session() as session:
+            return set(session.scalars(
+                select(KexecBootRow.machine_id)
+                .where(KexecBootRow.state.in_(OPEN_STATES), KexecBootRow.fleet_attempt.is_not(None))))
+
     def boot_failed_commits(self, label: str) -> dict[str, str]:
         """Per kernel commit: why a boot under this label into its kernel failed (a
         tracker's commits whose kernel did not boot: untestable, never retried)."""
