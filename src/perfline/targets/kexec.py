@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shlex
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,8 +171,20 @@ def unload() -> None:
 
 
 def execute() -> None:
-    """Into the staged kernel, through systemd (services stopped, disks synced)."""
-    run(["systemctl", "kexec"], timeout=120)
+    """Into the staged kernel, through systemd (services stopped, disks synced).
+
+    systemd stops this process's own unit on the way down (SIGTERM, perhaps before
+    `systemctl` has even returned): from here that signal waits, blocked, so that a boot
+    under way is not taken for one that failed to start (which `start` would unstage and
+    abandon); the process finishes what it says and exits. Unblocked again only when
+    systemctl refused."""
+    stopping = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stopping)
+    try:
+        run(["systemctl", "kexec"], timeout=120)
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stopping)
+        raise
 
 
 def reboot() -> None:
