@@ -130,7 +130,9 @@ def lab(tmp_path: Path, debian_kernels: dict[str, Kernel], postgres_server: Priv
     monkeypatch.setenv("PERFLINE_DB", url)
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     tested = debian_kernels["debian-6.12"]
-    # The machine's administrator opted in and installed the resume unit (in the test's settings).
+    # The machine's administrator opted in and installed the resume unit, in this test's
+    # own settings file (the session's must stay unopted: test_kexec_target checks it).
+    monkeypatch.setenv(machine_settings.SETTINGS_ENV, str(tmp_path / "machine.yaml"))
     machine_settings.allow_kexec()
     unit = tmp_path / "units" / "perfline-resume.service"
     unit.parent.mkdir()
