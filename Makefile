@@ -12,7 +12,7 @@ NATIVE_CFLAGS := -O2 -g -Wall -Wextra -Werror -pthread
 # (Playwright with executable_path: its own browser download cannot work everywhere).
 APT_PACKAGES := python3 python3-venv python3-dev gcc make git procps util-linux \
 	linux-perf dbench rt-tests stress-ng postgresql postgresql-client qemu-system-x86 busybox-static \
-	debootstrap e2fsprogs chromium valgrind
+	debootstrap e2fsprogs chromium valgrind flex bison bc libelf-dev
 # npm comes with Debian's nodejs and npm packages, or with a NodeSource nodejs that
 # conflicts with Debian's npm package: installed only when there is no npm at all.
 NPM_PACKAGES := nodejs npm

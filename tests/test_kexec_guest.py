@@ -12,16 +12,29 @@ reaches at 10.0.2.2 through QEMU's user-mode network. Only the guest is ever kex
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from kexec_machine import DEFAULT_CMDLINE, PYTHON_HOME, TEST_DISK_MOUNT, VENV, boot_files, machine_image
+from kexec_machine import (
+    DEFAULT_CMDLINE,
+    PYTHON_HOME,
+    TEST_DISK_MOUNT,
+    VENV,
+    boot_files,
+    machine_image,
+    panicking_kernel,
+)
 from perfline.store import Store
 from perfline.system.pgserver import HOST, PrivateServer
-from perfline.targets.kernels import Kernel
+from perfline.targets.kernels import CACHE_ENV, Kernel
+from test_fleet_kernels import TRACKER, kernel_tree
 
 pytestmark = [pytest.mark.slow, pytest.mark.vm]
 
@@ -57,30 +70,12 @@ esac
 def test_the_lab_machine_kexecs_into_612_measures_comes_back_and_a_panic_is_boot_failed(
     tmp_path: Path, debian_kernels: dict[str, Kernel], postgres_server: PrivateServer
 ) -> None:
-    from test_qemu_target import TEST_CACHE
-
     default, tested = debian_kernels["debian-6.1"], debian_kernels["debian-6.12"]
-    image = machine_image(TEST_CACHE, [default, tested])
-    initrd = boot_files(image, default.release, image.parent)
     url = postgres_server.create_database("kexec_guest")
-    disk = guest_disk(tmp_path, url.replace(f"@{HOST}:", "@10.0.2.2:"), default.release, [default, tested])
-    console = tmp_path / "console.log"
-    qemu = subprocess.Popen(
-        # -cpu max: numpy's wheels need x86-64-v2 instructions (SSE4.2, POPCNT), which
-        # TCG's default CPU model lacks (the guest's python died of "invalid opcode").
-        ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "2",
-         "-kernel", str(default.image), "-initrd", str(initrd), "-append", DEFAULT_CMDLINE,
-         "-drive", f"file={image},if=virtio,format=raw,snapshot=on",
-         "-drive", f"file={disk},if=virtio,format=raw",
-         "-netdev", "user,id=net0", "-device", "virtio-net-pci,netdev=net0",
-         "-nographic", "-nodefaults", "-monitor", "none", "-serial", f"file:{console}"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
-    try:
-        qemu.wait(GUEST_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        qemu.kill()
-        qemu.wait()
-    text = console.read_text(errors="replace")
+    driver = DRIVER.format(default=default.release, mount=TEST_DISK_MOUNT, db=guest_url(url),
+                           python=VENV / "bin" / "python")
+    disk = guest_disk(tmp_path, driver, {f"cache/kernels/{k.name}": k.directory for k in (default, tested)})
+    text = run_guest(tmp_path, default, tested, disk)
     assert "@perfline-test done" in text, f"the guest did not finish; its console ended:\n{text[-6000:]}"
 
     store = Store.open(url)
@@ -107,20 +102,139 @@ def test_the_lab_machine_kexecs_into_612_measures_comes_back_and_a_panic_is_boot
     assert text.count("Linux version 6.12") >= 2 and text.count(f"Linux version {default.release}") >= 3
 
 
-def guest_disk(tmp: Path, db_url: str, default_release: str, kernels: list[Kernel]) -> Path:
-    """The second disk: the project's sources and helpers, the kernel registry, the driver."""
+FLEET_DRIVER = """\
+#!/bin/sh
+# The lab machine as a fleet worker of class kexec-lab: one worker per boot of the
+# default kernel, each taking one kernel job and booting it (the tracker on the host
+# queued them); `perfline resume` measures and ends each job after its boot.
+[ "$(uname -r)" = "{default}" ] || exit 0
+export PYTHONPATH={mount}/src PERFLINE_CACHE_DIR={mount}/cache PERFLINE_DB={db} PERFLINE_FLEET_IMAGES={mount}/images
+perfline() {{ {python} -m perfline "$@"; }}
+serve() {{
+    # 0: the worker stopped; 130: systemd stopped it for the boot it asked for. Anything
+    # else is a failure (never a poweroff while the machine kexecs).
+    perfline worker --machine lab --class kexec-lab; rc=$?
+    [ $rc -eq 0 ] || [ $rc -eq 130 ] || {{ echo "@perfline-test worker failed ($rc)"; systemctl poweroff; }}
+}}
+step=$(cat /var/lib/perfline-test-step 2>/dev/null || echo 0)
+echo "@perfline-test step $step on $(uname -r)"
+case $step in
+0)  echo 1 > /var/lib/perfline-test-step
+    perfline kernels allow-kexec && perfline kernels install-resume || systemctl poweroff
+    serve ;;
+1)  echo 2 > /var/lib/perfline-test-step
+    serve ;;
+*)  perfline fleet drain lab
+    echo "@perfline-test done"
+    systemctl poweroff ;;
+esac
+"""
+def test_a_kernel_tracker_on_the_fleet_with_the_lab_machine_as_worker(
+    tmp_path: Path, debian_kernels: dict[str, Kernel], postgres_server: PrivateServer
+) -> None:
+    """Two kernel "commits" tracked on the fleet: Debian's 6.12, and a kernel built from
+    Debian's Linux source that panics at boot (kexec_machine.panicking_kernel). Their
+    builds are in the fleet's image directory, as another worker would have left them;
+    the guest, a worker of the class, boots each: 6.12 is measured, the other is
+    `boot-failed` and its commit untestable."""
+    from test_qemu_target import TEST_CACHE
+
+    default, tested = debian_kernels["debian-6.1"], debian_kernels["debian-6.12"]
+    panicking = panicking_kernel(TEST_CACHE)
+    url = postgres_server.create_database("kexec_fleet_guest")
+    good, panics = kernel_tree(tmp_path / "linux", ("6.12", "a change whose kernel panics at boot"))
+    (tmp_path / "tiny.config").write_text("CONFIG_EXAMPLE=y\n")
+    (tmp_path / "tracker.yaml").write_text(TRACKER.replace("since: HEAD~2", "since: HEAD~1"))
+    key = hashlib.sha256((tmp_path / "tiny.config").read_bytes()).hexdigest()[:16]
+    images = tmp_path / "images"
+    for sha, image, config in ((good, tested.image, tested.config_path),
+                               (panics, panicking / "bzImage", panicking / "config")):
+        (images / key / sha).mkdir(parents=True)
+        shutil.copyfile(image, images / key / sha / "bzImage")
+        shutil.copyfile(config, images / key / sha / "config")
+    driver = FLEET_DRIVER.format(default=default.release, mount=TEST_DISK_MOUNT, db=guest_url(url),
+                                 python=VENV / "bin" / "python")
+    disk = guest_disk(tmp_path, driver, {"images": images})
+    env = {**os.environ, "PERFLINE_DB": url, CACHE_ENV: str(tmp_path / "cache")}
+    with (tmp_path / "track.log").open("w") as log:
+        tracking = subprocess.Popen([sys.executable, "-m", "perfline", "track", "run", str(tmp_path / "tracker.yaml"),
+                                     "--once"], env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+    try:
+        text = run_guest(tmp_path, default, tested, disk)
+        assert "@perfline-test done" in text, f"the guest did not finish; its console ended:\n{text[-6000:]}"
+        assert tracking.wait(timeout=600) == 0, (tmp_path / "track.log").read_text()
+    finally:
+        if tracking.poll() is None:
+            tracking.kill()
+            tracking.wait()
+    tracked = (tmp_path / "track.log").read_text()
+
+    store = Store.open(url)
+    boots = {boot.kernel_commit: boot for boot in store.kexec_boots()}
+    assert set(boots) == {good, panics}, boots
+    assert boots[good].state == "returned" and boots[good].release == tested.release, boots[good]
+    [run_id] = boots[good].run_ids
+    detail = store.get_run(run_id)
+    assert detail.info.status == "completed" and detail.info.label == "lab" and detail.info.kernel_commit == good
+    assert detail.fingerprint["kernel_release"] == tested.release
+    assert detail.fingerprint["boot"]["how"] == "kexec" and detail.fingerprint["boot"]["from"] == default.release
+    assert boots[panics].state == "boot-failed" and boots[panics].run_ids == [], boots[panics]
+    # The tested kernel's panic on the serial console (the 6.12 boot measured; nothing else panics).
+    assert "Kernel panic - not syncing" in text, text[-6000:]
+    attempts = {a.job_id: a for a in store.attempts()}
+    assert sorted(a.state for a in attempts.values()) == ["failed", "succeeded"], attempts
+    [failed] = [a for a in attempts.values() if a.state == "failed"]
+    assert str(failed.error).startswith("boot-failed: "), failed
+    assert "untestable: its kernel did not boot" in tracked, tracked
+    labels = [run.label for run in store.list_runs(50)]
+    assert labels.count("lab") == 1 and labels.count("fleet-health") >= 2, labels
+    status = json.loads(subprocess.run([sys.executable, "-m", "perfline", "track", "status", "lab", "--json"],
+                                       env=env, capture_output=True, text=True, timeout=120, check=True).stdout)
+    assert status[0]["tested"] == 1 and status[0]["pending"] == 0, status
+
+
+def guest_url(url: str) -> str:
+    """The store as the guest reaches it: this host's loopback is 10.0.2.2 there."""
+    return url.replace(f"@{HOST}:", "@10.0.2.2:")
+
+
+def run_guest(tmp: Path, default: Kernel, tested: Kernel, disk: Path) -> str:
+    """Boot the lab machine on its default kernel until it powers off; its console."""
+    from test_qemu_target import TEST_CACHE
+
+    image = machine_image(TEST_CACHE, [default, tested])
+    initrd = boot_files(image, default.release, image.parent)
+    console = tmp / "console.log"
+    qemu = subprocess.Popen(
+        # -cpu max: numpy's wheels need x86-64-v2 instructions (SSE4.2, POPCNT), which
+        # TCG's default CPU model lacks (the guest's python died of "invalid opcode").
+        ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "2",
+         "-kernel", str(default.image), "-initrd", str(initrd), "-append", DEFAULT_CMDLINE,
+         "-drive", f"file={image},if=virtio,format=raw,snapshot=on",
+         "-drive", f"file={disk},if=virtio,format=raw",
+         "-netdev", "user,id=net0", "-device", "virtio-net-pci,netdev=net0",
+         "-nographic", "-nodefaults", "-monitor", "none", "-serial", f"file:{console}"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        qemu.wait(GUEST_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        qemu.kill()
+        qemu.wait()
+    return console.read_text(errors="replace")
+
+
+def guest_disk(tmp: Path, driver: str, extra: dict[str, Path]) -> Path:
+    """The second disk: the project's sources and helpers, the driver, and `extra`
+    (a path on the disk: a directory of this host's to copy there)."""
     staging = tmp / "disk"
     shutil.copytree(CHECKOUT / "src", staging / "src", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(CHECKOUT / "native" / "build", staging / "native" / "build")
-    for kernel in kernels:
-        shutil.copytree(kernel.directory, staging / "cache" / "kernels" / kernel.name)
-    python = VENV / "bin" / "python"
+    for where, source in extra.items():
+        shutil.copytree(source, staging / where)
     assert PYTHON_HOME.is_dir()
-    (staging / "driver.sh").write_text(DRIVER.format(default=default_release, mount=TEST_DISK_MOUNT, db=db_url,
-                                                     python=python))
+    (staging / "driver.sh").write_text(driver)
     disk = tmp / "test.ext4"
     with disk.open("wb") as out:
         out.truncate(512 << 20)
     subprocess.run(["mkfs.ext4", "-q", "-F", "-d", str(staging), str(disk)], check=True, timeout=300)
     return disk
-

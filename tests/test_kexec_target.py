@@ -175,7 +175,7 @@ def plan(store: Store, root: Path, token: str, cases: list[Case]) -> KexecBoot:
         machine_id="0123456789abcdef0123456789abcdef", hostname="lab1", kernel="debian-6.12", release=RELEASE_612,
         banner=BANNER_612, sha256="0" * 64, cmdline=f"root=/dev/vda panic=10 perfline.boot={token}", token=token,
         default_release=running.release, cases=[case_to_json(c) for c in cases], label="try", kernel_commit=None,
-        boot_id_before=running.boot_id))
+        boot_id_before=running.boot_id, fleet_attempt=None))
 
 
 def test_resume_measures_once_on_the_right_kernel_and_comes_back(tmp_path: Path) -> None:

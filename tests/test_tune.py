@@ -176,3 +176,12 @@ def test_a_tuned_case_travels_to_a_fleet_machine_tuned(tmp_path: Path) -> None:
     [case] = expand(load_job(job))
     assert case.tune and case_from_json(json.loads(json.dumps(case_to_json(case)))) == case
     assert "tune" not in case.key  # a tuned and an untuned run are the same case
+
+
+def test_an_empty_nohz_full_mask_printed_as_null_is_not_set(tmp_path: Path) -> None:
+    # Debian 12's 6.1 kernel (NO_HZ_FULL built in, not booted with it) prints "(null)";
+    # every run's fingerprint reads it (the kexec lab guest's health job died of it).
+    places = machine(tmp_path)
+    (places.cpu / "nohz_full").write_text("(null)\n")
+    item = by_name(tuning.plan({2, 3}, places))["nohz_full"]
+    assert item.state == tuning.UNTUNED and item.detail.startswith("not set")

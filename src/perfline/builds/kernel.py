@@ -60,7 +60,12 @@ def keep_config(config: Path) -> Path:
     """A copy of the config under perfline's cache, named by its content."""
     if not config.is_file():
         raise KernelBisectError(f"--config {config}: no such file")
-    data = config.read_bytes()
+    return keep_config_bytes(config.read_bytes())
+
+
+def keep_config_bytes(data: bytes) -> Path:
+    """A config's bytes kept under perfline's cache, named by their content (a fleet
+    job carries its tracker's config as text)."""
     kept = cache_dir() / "configs" / f"{hashlib.sha256(data).hexdigest()[:16]}.config"
     if not kept.is_file():
         kept.parent.mkdir(parents=True, exist_ok=True)
@@ -98,6 +103,15 @@ def vm_case(case: Case, job: str) -> Case:
 
     check_guest_job(BENCHMARKS.get(case.benchmark), case.tunables, fail_for)
     return replace(case, target="qemu", vm=VmSpec(UNSET))
+
+
+def kexec_case(case: Case, job: str) -> Case:
+    """The job's case as a fleet machine boots it (a kernel tracker on the fleet): target
+    kexec, the kernel left to each tested commit; the job's `cmdline:` goes with it."""
+    if case.target not in ("local", "kexec"):
+        raise KernelBisectError(f"{job}: target {case.target!r}: a kernel tracker on the fleet boots each build "
+                                "on the machine itself (target kexec); give the job target local")
+    return replace(case, target="kexec", vm=None, boot_kernel=UNSET)
 
 
 def with_kernel(case: Case, name: str) -> Case:

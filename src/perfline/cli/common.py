@@ -96,6 +96,8 @@ def running(
                 fingerprint=fingerprint,
                 observer=observer,
                 kexec_boot=None if kexec_boot is None else kexec_boot.id,
+                # A worker's kernel job: the runs join its attempt, as on the worker.
+                fleet_attempt=None if kexec_boot is None else kexec_boot.fleet_attempt,
                 label=label,
                 kernel_commit=kernel_commit,
             )

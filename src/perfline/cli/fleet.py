@@ -48,6 +48,10 @@ def worker(
     health_every: Annotated[int, typer.Option(min=1, help="Run the health job every N jobs.")] = 50,
     outage_wait: Annotated[
         float, typer.Option(metavar="SECONDS", help="How long to wait for a database that went away.")] = 600.0,
+    images: Annotated[
+        Path | None,
+        typer.Option(help="The fleet's shared directory of built kernels (kernel trackers) [$PERFLINE_FLEET_IMAGES]."),
+    ] = None,
 ) -> None:
     """Serve as a test machine: take the fleet's jobs one at a time, with heartbeats.
 
@@ -56,6 +60,7 @@ def worker(
 
     Example: perfline worker --machine lab-3 --class xeon-8
     """
+    from perfline.fleet.kernel_jobs import images_dir
     from perfline.fleet.machine import describe
     from perfline.fleet.queue import FleetQueue
     from perfline.fleet.stalled import STALLED_S
@@ -67,7 +72,8 @@ def worker(
     settings = WorkerSettings(stalled_s=stalled or STALLED_S, health_every=health_every, outage_wait_s=outage_wait)
     store = open_store(url, outage_wait)
     with FleetQueue(url, outage_wait_s=outage_wait) as queue, terminate_as_interrupt():
-        serving = FleetWorker(store, queue, describe(machine, machine_class), settings, notify)
+        serving = FleetWorker(store, queue, describe(machine, machine_class), settings, notify,
+                              images=images or images_dir())
         try:
             why = serving.serve()
         except KeyboardInterrupt:
@@ -220,6 +226,7 @@ def install_worker(
     machine_class: Annotated[str | None, typer.Option("--class", help="Its class (default: derived).")] = None,
     directory: Annotated[Path, typer.Option("--dir", help="Where to write the unit file.")] = Path(
         "/etc/systemd/system"),
+    images: Annotated[Path | None, typer.Option(help="The fleet's shared directory of built kernels.")] = None,
 ) -> None:
     """Write a systemd service that runs `perfline worker` on this machine.
 
@@ -233,6 +240,8 @@ def install_worker(
     directory.mkdir(parents=True, exist_ok=True)
     perfline = shlex.quote(str(Path(sys.argv[0]).resolve()))
     extra = f" --class {shlex.quote(machine_class)}" if machine_class else ""
+    if images is not None:
+        extra += f" --images {shlex.quote(str(images.resolve()))}"
     unit = directory / f"perfline-worker-{machine}.service"
     unit.write_text(WORKER_SERVICE.format(machine=machine, db=url, perfline=perfline,
                                           name=shlex.quote(machine), extra=extra))
@@ -241,10 +250,12 @@ def install_worker(
 
 
 # SIGTERM (systemctl stop) interrupts the job and queues it again; a drained machine's
-# worker exits 0 and stays down (Restart=on-failure), a crash is restarted.
+# worker exits 0 and stays down (Restart=on-failure), a crash is restarted. After
+# perfline-resume.service: a kexec boot for a kernel job is resumed (and the machine
+# sent back to its default kernel) before the worker takes another job.
 WORKER_SERVICE = """[Unit]
 Description=perfline fleet worker {machine}
-After=network-online.target
+After=network-online.target perfline-resume.service
 Wants=network-online.target
 
 [Service]

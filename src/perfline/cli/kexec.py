@@ -20,6 +20,8 @@ from perfline.targets import kexec, machine_settings
 
 if TYPE_CHECKING:
     from perfline.records.job import Case
+    from perfline.runner.kexec_resume import Resumed
+    from perfline.store import Store
     from perfline.store.kexec_boots import KexecBoot
 
 # What the resume unit needs of the environment it was installed from.
@@ -82,7 +84,7 @@ def boots(
     """
     listed = open_store().kexec_boots(limit=limit)
     if as_json:
-        print(json.dumps([vars(boot) for boot in listed], indent=2))
+        print(json.dumps([vars(boot) for boot in listed], indent=2, default=str))
         return
     table = Table(title="kexec boots", title_justify="left")
     for column in ("id", "machine", "kernel", "release", "state", "runs", "error"):
@@ -101,9 +103,7 @@ def resume(
 
     Example: perfline resume
     """
-    from perfline.runner import execute
     from perfline.runner.kexec_resume import abandon as abandon_boot
-    from perfline.runner.kexec_resume import resume as resume_boot
 
     store = open_store()
     if abandon:
@@ -111,19 +111,44 @@ def resume(
         console.print("no kexec boot of this machine is open" if given_up is None
                       else f"kexec boot {given_up.id} abandoned")
         return
+    resumed = resume_here(store)
+    if resumed.reboot:
+        kexec.reboot()
+    if resumed.outcome == "boot-failed":
+        raise typer.Exit(EXIT_FAILED)
+
+
+def resume_here(store: Store, root: Path = Path("/")) -> Resumed:
+    """All `perfline resume` does before it reboots: the boot checked, measured (or found
+    `boot-failed`), said, and a worker's kernel job ended as it went. `root`: where /proc
+    and /etc are read (a test of kernel jobs gives a tree of its own)."""
+    from perfline.runner import execute
+    from perfline.runner.kexec_resume import resume as resume_boot
 
     def measure(cases: list[Case], boot: KexecBoot) -> list[int]:
         with running(store, cases, boot.label, boot.kernel_commit, kexec_boot=boot) as ctx:
             return [execute(case, ctx).run_id for case in cases]
 
-    resumed = resume_boot(store, measure)
+    resumed = resume_boot(store, measure, root=root)
     notify(resumed.message)
     if resumed.boot is not None and resumed.boot.console:
         notify(resumed.boot.console)
-    if resumed.reboot:
-        kexec.reboot()
-    if resumed.outcome == "boot-failed":
-        raise typer.Exit(EXIT_FAILED)
+    if resumed.boot is not None and resumed.boot.fleet_attempt is not None:
+        _end_fleet_job(store, resumed.boot)
+    return resumed
+
+
+def _end_fleet_job(store: Store, boot: KexecBoot) -> None:
+    """A worker's kernel job: its attempt and job end as the boot went, before the
+    machine goes back to its default kernel (where the worker starts again)."""
+    from perfline.fleet.kernel_jobs import end_job
+    from perfline.fleet.queue import FleetQueue
+    from perfline.store import resolve_url
+
+    with FleetQueue(resolve_url(state.db), outage_wait_s=600.0) as queue:
+        done = end_job(store, queue, boot)
+    if done is not None:
+        notify(done)
 
 
 def start_kexec(cases: list[Case], label: str | None, kernel_commit: str | None) -> None:

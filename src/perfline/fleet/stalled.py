@@ -25,6 +25,8 @@ class TakenBack:
     job_id: int
     requeued: bool  # False: its run had completed, so the job is done
     interrupted_runs: list[int]
+    # Its machine went to boot the job's kernel and never came back: ended boot-failed.
+    boot_failed: bool = False
 
 
 def take_back_stalled(store: Store, queue: FleetQueue, stalled_s: float = STALLED_S) -> list[TakenBack]:
@@ -35,8 +37,17 @@ def take_back_stalled(store: Store, queue: FleetQueue, stalled_s: float = STALLE
 
 
 def _take_back(store: Store, queue: FleetQueue, stalled_s: float) -> list[TakenBack]:
+    from perfline.fleet import kernel_jobs
+
     taken: list[TakenBack] = []
     for job in queue.stalled(stalled_s):
+        # A machine booting the job's kernel is silent, not dead: left to come back,
+        # unless it has been away too long (then the kernel's job ends boot-failed).
+        boot = store.booting_attempt(job.id)
+        if boot is not None:
+            if kernel_jobs.overdue(boot) and kernel_jobs.end_overdue(store, queue, job.id, boot):
+                taken.append(TakenBack(job.id, False, [], boot_failed=True))
+            continue
         reason = f"its machine stopped answering (no heartbeat for {stalled_s:g} s); job {job.id} queued again"
         found = store.take_back(job.id, reason, stalled_s)
         if found is not None:

@@ -23,7 +23,7 @@ JOB_STATES = {"todo": "queued", "doing": "running", "aborting": "running", "succ
 class MachineState:
     name: str
     machine_class: str
-    state: str  # idle, busy, offline, bad
+    state: str  # idle, busy, booting, offline, bad
     hold: str | None  # drain, bad (with hold_reason)
     hold_reason: str | None
     last_seen: datetime
@@ -71,7 +71,8 @@ def fleet_status(store: Store, queue: FleetQueue, stalled_s: float = STALLED_S) 
     """Jobs of silent machines are taken back first, so what is shown is what will happen."""
     take_back_stalled(store, queue, stalled_s)
     now = datetime.now(UTC)
-    machines = [_machine_state(m, now, stalled_s) for m in store.fleet_machines()]
+    booting = store.booting_machines()
+    machines = [_machine_state(m, now, stalled_s, m.facts.machine_id in booting) for m in store.fleet_machines()]
     jobs = queue.jobs()
     attempts: dict[int, list[Attempt]] = {}
     for attempt in store.attempts([job.id for job in jobs]):
@@ -79,10 +80,12 @@ def fleet_status(store: Store, queue: FleetQueue, stalled_s: float = STALLED_S) 
     return FleetStatus(machines, [_job_state(job, attempts.get(job.id, [])) for job in jobs])
 
 
-def _machine_state(machine: Machine, now: datetime, stalled_s: float) -> MachineState:
+def _machine_state(machine: Machine, now: datetime, stalled_s: float, booting: bool) -> MachineState:
     silent = (now - machine.last_seen).total_seconds() > stalled_s
     if machine.hold == "bad":
         state = "bad"
+    elif booting:  # in a kernel job's kexec boot: its worker is down until the resume is done
+        state = "booting"
     elif machine.worker_id is None or silent:
         state = "offline"
     elif machine.job_id is not None:
@@ -100,7 +103,7 @@ def _job_state(job: QueuedJob, attempts: list[Attempt]) -> JobState:
                     last.machine if last else None, len(attempts), last.run_id if last else None)
 
 
-MACHINE_STYLE = {"idle": "green", "busy": "cyan", "offline": "dim", "bad": "red"}
+MACHINE_STYLE = {"idle": "green", "busy": "cyan", "booting": "magenta", "offline": "dim", "bad": "red"}
 
 
 def status_tables(status: FleetStatus) -> list[Table]:

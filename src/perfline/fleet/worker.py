@@ -10,6 +10,11 @@ Every job is one case. Its run is tied to the attempt (store.fleet), and the att
 ends with a conditional update, so a job is done once even when a machine that was
 thought dead finishes late. The database going away (a restart) makes every call wait
 and retry, up to the outage wait; nothing is dropped.
+
+A kernel job (fleet.kernel_jobs) ends the worker: the machine boots the job's kernel,
+and `perfline resume` goes on after the boot. A worker that starts while its machine has
+a kexec boot open (the resume has not closed it yet) waits for that first, so its health
+job runs on the default kernel it came back to.
 """
 
 from __future__ import annotations
@@ -20,10 +25,11 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy.exc import DBAPIError
 
-from perfline.fleet import health
+from perfline.fleet import health, kernel_jobs
 from perfline.fleet.kinds import JobResult, run_job
 from perfline.fleet.queue import FleetQueue, QueuedJob, WorkerForgotten, class_queue, machine_queue
 from perfline.fleet.stalled import STALLED_S, take_back_stalled
@@ -60,8 +66,15 @@ class WorkerSettings:
 
 class FleetWorker:
     def __init__(self, store: Store, queue: FleetQueue, facts: MachineFacts, settings: WorkerSettings,
-                 say: Callable[[str], None]) -> None:
+                 say: Callable[[str], None], images: Path | None = None,
+                 boot_steps: kernel_jobs.BootSteps = kernel_jobs.THIS_MACHINE) -> None:
         self.store, self.queue, self.facts, self.settings, self.say = store, queue, facts, settings, say
+        # Kernel jobs: the fleet's shared directory of built kernels, and how this machine boots.
+        self.images, self.boot_steps = images, boot_steps
+        # Set once the machine is going down into a kernel job's kernel: the job is the
+        # resume's now, whatever stops this worker.
+        self.booting: kernel_jobs.MachineBooting | None = None
+        self._going_down = False
         self.queues = [class_queue(facts.machine_class), machine_queue(facts.name)]
         self.worker_id = 0
         self.job: QueuedJob | None = None
@@ -73,6 +86,7 @@ class FleetWorker:
     def serve(self) -> str:
         """Take jobs until the machine is drained or retired (returns why), or until
         SIGTERM/Ctrl-C (KeyboardInterrupt, after the running job went back to the queue)."""
+        self._wait_for_resume()
         self.worker_id = self.queue.register_worker()
         machine = self.store.register_machine(self.facts, self.worker_id)
         beating = threading.Thread(target=self._heartbeats, name="fleet-heartbeat", daemon=True)
@@ -92,6 +106,18 @@ class FleetWorker:
             self.store.machine_left(self.facts.name, self.worker_id)
             self.queue.unregister_worker(self.worker_id)
 
+    def _wait_for_resume(self) -> None:
+        """This machine's kexec boot still open: `perfline resume` (its unit runs before the
+        worker's) has not closed it, or is about to reboot into the default kernel."""
+        machine_id = local.machine_id(self.boot_steps.root)
+        said = False
+        while (boot := self.store.open_kexec_boot(machine_id)) is not None:
+            if not said:
+                self.say(f"kexec boot {boot.id} of this machine is {boot.state}: waiting for `perfline resume` "
+                         "to close it (`perfline resume --abandon` gives it up)")
+                said = True
+            time.sleep(self.settings.poll_s)
+
     def _loop(self) -> str:
         while True:
             try:
@@ -108,6 +134,10 @@ class FleetWorker:
                 time.sleep(self.settings.poll_s)
                 continue
             self._process(job)
+            if self.booting is not None:
+                boot = self.booting.boot
+                return (f"kexec boot {boot.id}: booting {boot.kernel} ({boot.release}) for job {job.id}; "
+                        "`perfline resume` goes on after the boot")
 
     def _next_job(self) -> QueuedJob | str | None:
         """Between jobs: the machine's hold (why it stops, as a string), the sweep, the
@@ -140,17 +170,25 @@ class FleetWorker:
         self.say(f"job {job.id}: started (attempt {job.attempts + 1})")
         try:
             outcome = self._run(job, attempt)
+        except kernel_jobs.MachineBooting as booting:
+            # The attempt stays running: the resume after the boot ends it.
+            self.booting = booting
+            self.say(f"job {job.id}: {booting}; the machine goes down")
+            return
         except Cancelled:
             if self.store.end_attempt(attempt, "cancelled", "cancelled by `perfline fleet cancel`"):
                 self.queue.finish(job.id, "aborted")
             self.say(f"job {job.id}: cancelled")
             return
         except KeyboardInterrupt:
+            if self._going_down:  # systemd stopping the worker for the boot: the job is the resume's
+                raise
             if self.store.end_attempt(attempt, "interrupted", "the worker was stopped (SIGTERM or Ctrl-C)"):
                 self.queue.requeue(job.id)
                 self.say(f"job {job.id}: interrupted, queued again")
             raise
         except Exception as exc:  # a job that cannot run fails alone, not the worker
+            self._going_down = False  # the boot did not start (start() abandoned it)
             log.debug("job %s", job.id, exc_info=True)
             error = f"{type(exc).__name__}: {exc}\n{tail(traceback.format_exc())}"
             if self.store.end_attempt(attempt, "failed", error):
@@ -172,7 +210,12 @@ class FleetWorker:
     def _run(self, job: QueuedJob, attempt: int) -> JobResult:
         ctx = RunContext(store=self.store, fingerprint=local.fingerprint, observer=_AttemptObserver(self, attempt),
                          fleet_attempt=attempt)
+        if job.args.get("kind") == kernel_jobs.KIND:
+            kernel_jobs.boot(self.store, ctx, job.args, self.say, self.boot_steps, self.images, self._going_down_now)
         return run_job(self.store, ctx, job.args, self.say)
+
+    def _going_down_now(self) -> None:
+        self._going_down = True
 
     def _health(self) -> None:
         ctx = RunContext(store=self.store, fingerprint=local.fingerprint, observer=_AttemptObserver(self, None),
@@ -194,7 +237,8 @@ class FleetWorker:
             return
         self._last_sweep = now
         for taken in take_back_stalled(self.store, self.queue, self.settings.stalled_s):
-            what = "queued again" if taken.requeued else "done: its run had completed"
+            what = ("ended boot-failed: the machine did not come back from the job's kernel" if taken.boot_failed
+                    else "queued again" if taken.requeued else "done: its run had completed")
             cut = f" (run {', '.join(map(str, taken.interrupted_runs))} interrupted)" if taken.interrupted_runs else ""
             self.say(f"job {taken.job_id}: its machine fell silent; {what}{cut}")
 

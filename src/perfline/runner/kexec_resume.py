@@ -28,6 +28,7 @@ from perfline.targets.machine_settings import MachineSettings
 
 # The machine's own boot steps; tests of the logic pass their own, and only a guest runs these.
 Step = Callable[[], None]
+Stage = Callable[[kexec.BootImage, str], None]
 
 
 @dataclass(frozen=True)
@@ -42,10 +43,12 @@ class Resumed:
 
 
 def start(store: Store, cases: list[Case], settings: MachineSettings, *, label: str | None = None,
-          kernel_commit: str | None = None, root: Path = Path("/"), boot: Step = kexec.execute) -> KexecBoot:
+          kernel_commit: str | None = None, fleet_attempt: int | None = None, root: Path = Path("/"),
+          stage: Stage = kexec.load, boot: Step = kexec.execute) -> KexecBoot:
     """Check everything, stage the kernel, write the boot, then boot. Any check that
     fails is a KexecRefused and leaves nothing changed; a boot that fails to start is
-    unstaged and `abandoned`."""
+    unstaged and `abandoned`. `fleet_attempt`: the worker's attempt at the fleet job the
+    boot is for, which `perfline resume` ends."""
     kexec.require_opt_in(settings)
     kexec.require_resume_unit(settings)
     kernels = {(case.boot_kernel, case.cmdline) for case in cases}
@@ -66,13 +69,13 @@ def start(store: Store, cases: list[Case], settings: MachineSettings, *, label: 
     image = kexec.BootImage.of(get_kernel(name), root)
     token = secrets.token_hex(8)
     cmdline = kexec.boot_cmdline(running.cmdline, extra, token)
-    kexec.load(image, cmdline)
+    stage(image, cmdline)
     try:
         planned = store.plan_kexec_boot(PlannedBoot(
             machine_id=machine_id, hostname=local.hostname(), kernel=image.name, release=image.release,
             banner=image.banner, sha256=image.sha256, cmdline=cmdline, token=token,
             default_release=running.release, cases=[case_to_json(case) for case in cases], label=label,
-            kernel_commit=kernel_commit, boot_id_before=running.boot_id))
+            kernel_commit=kernel_commit, boot_id_before=running.boot_id, fleet_attempt=fleet_attempt))
     except BaseException:
         kexec.unload()
         raise
@@ -135,7 +138,7 @@ def boot_fingerprint(fingerprint: Fingerprint, boot: KexecBoot) -> Fingerprint:
 
 
 def _failed(store: Store, boot: KexecBoot, running: kexec.RunningKernel, root: Path, error: str) -> Resumed:
-    source, lines = kexec.console_lines(root)
+    source, lines = kexec.console_lines(root, planned_in=boot.boot_id_before)
     console = f"{source}:\n{lines}" if lines else None
     if console is None:
         error += "; no console lines were kept (no pstore record, no journal of that boot)"

@@ -277,20 +277,28 @@ class FleetQueries:
         )
         return Superseded(interrupted, completed)
 
+    def attempt(self, attempt_id: int) -> Attempt:
+        with self._session() as session:
+            r = session.get(FleetAttemptRow, attempt_id)
+            if r is None:
+                raise LookupError(f"no fleet attempt {attempt_id}")
+            return _attempt(r)
+
     def attempts(self, job_ids: Iterable[int] | None = None) -> list[Attempt]:
         """Attempts, oldest first; of the given jobs only, if any are given."""
         with self._session() as session:
             query = select(FleetAttemptRow).order_by(FleetAttemptRow.id)
             if job_ids is not None:
                 query = query.where(FleetAttemptRow.job_id.in_(list(job_ids)))
-            return [
-                Attempt(r.id, r.job_id, r.machine, r.run_id, r.state, r.error, aware(r.started_at))
-                for r in session.scalars(query)
-            ]
+            return [_attempt(r) for r in session.scalars(query)]
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _attempt(r: FleetAttemptRow) -> Attempt:
+    return Attempt(r.id, r.job_id, r.machine, r.run_id, r.state, r.error, aware(r.started_at))
 
 
 def _machine(row: FleetMachineRow) -> Machine:

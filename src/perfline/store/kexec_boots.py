@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from perfline.store.engine import Sessions
-from perfline.store.schema import KexecBootRow
+from perfline.store.engine import Sessions, aware
+from perfline.store.schema import FleetAttemptRow, KexecBootRow
 
 # A boot in one of these states still has something to do after the next boot.
 OPEN_STATES = ("pending", "booted", "measured")
@@ -34,6 +34,8 @@ class PlannedBoot:
     label: str | None
     kernel_commit: str | None
     boot_id_before: str
+    # The fleet job attempt the boot is for (a worker's kernel job); None for `run`.
+    fleet_attempt: int | None
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class KexecBoot(PlannedBoot):
     run_ids: list[int]
     console: str | None
     error: str | None
+    updated_at: datetime
 
 
 class KexecBootQueries:
@@ -89,6 +92,38 @@ class KexecBootQueries:
                 query = query.where(KexecBootRow.machine_id == machine_id)
             return [_boot(row) for row in session.scalars(query)]
 
+    def booting_attempt(self, job_id: int) -> KexecBoot | None:
+        """The open boot a running attempt at this fleet job is in, if any: its machine
+        is silent because it is booting the job's kernel, not because it died."""
+        with self._session() as session:
+            row = session.scalars(
+                select(KexecBootRow)
+                .join(FleetAttemptRow, FleetAttemptRow.id == KexecBootRow.fleet_attempt)
+                .where(FleetAttemptRow.job_id == job_id, FleetAttemptRow.state == "running",
+                       KexecBootRow.state.in_(OPEN_STATES))
+                .order_by(KexecBootRow.id.desc())
+                .limit(1)
+            ).first()
+            return None if row is None else _boot(row)
+
+    def booting_machines(self) -> set[str]:
+        """The machine ids in an open boot for a fleet job (`fleet status`: booting)."""
+        with self._session() as session:
+            return set(session.scalars(
+                select(KexecBootRow.machine_id)
+                .where(KexecBootRow.state.in_(OPEN_STATES), KexecBootRow.fleet_attempt.is_not(None))))
+
+    def boot_failed_commits(self, label: str) -> dict[str, str]:
+        """Per kernel commit: why a boot under this label into its kernel failed (a
+        tracker's commits whose kernel did not boot: untestable, never retried)."""
+        with self._session() as session:
+            rows = session.execute(
+                select(KexecBootRow.kernel_commit, KexecBootRow.error)
+                .where(KexecBootRow.label == label, KexecBootRow.state == "boot-failed",
+                       KexecBootRow.kernel_commit.is_not(None))
+                .order_by(KexecBootRow.id))
+            return {str(commit): str(error or "boot-failed") for commit, error in rows}
+
     def update_kexec_boot(self, boot_id: int, state: str, **fields: Any) -> KexecBoot:
         """Move a boot on: its state, and any of boot_id_after, run_ids, console, error."""
         assert state in STATES
@@ -112,9 +147,9 @@ def _boot(row: KexecBootRow) -> KexecBoot:
         id=row.id, machine_id=row.machine_id, hostname=row.hostname, kernel=row.kernel, release=row.release,
         banner=row.banner, sha256=row.sha256, cmdline=row.cmdline, token=row.token,
         default_release=row.default_release, cases=list(row.cases), label=row.label,
-        kernel_commit=row.kernel_commit, state=row.state, boot_id_before=row.boot_id_before,
+        kernel_commit=row.kernel_commit, fleet_attempt=row.fleet_attempt, state=row.state, boot_id_before=row.boot_id_before,
         boot_id_after=row.boot_id_after, run_ids=[int(i) for i in row.run_ids], console=row.console,
-        error=row.error,
+        error=row.error, updated_at=aware(row.updated_at),
     )
 
 

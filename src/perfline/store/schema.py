@@ -368,3 +368,6 @@ class KexecBootRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+    # The fleet job attempt (fleet_attempts.id) the boot is for, when a worker booted it
+    # for a kernel job: `perfline resume` ends that attempt and its job.
+    fleet_attempt: Mapped[int | None] = mapped_column(Integer, index=True)

@@ -13,7 +13,9 @@ other: a reset into the default kernel, or a boot someone else made.
 from __future__ import annotations
 
 import contextlib
+import json
 import shlex
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,15 +125,19 @@ def refusal(root: Path = Path("/")) -> str | None:
 def initrd_for(kernel: Kernel, root: Path = Path("/")) -> Path | None:
     """The initramfs installed with the kernel's modules (/boot/initrd.img-RELEASE), as
     Debian's kernel packages and `make install` leave it; None for a kernel that needs
-    none, which only a kernel without modules is."""
+    none: one whose modules are installed without an initramfs, or one built without
+    module support (its registered .config says `# CONFIG_MODULES is not set`: a
+    tracker's build of bzImage alone, every driver the machine needs built in)."""
     initrd = root / "boot" / f"initrd.img-{kernel.release}"
     if initrd.is_file():
         return initrd
+    if "# CONFIG_MODULES is not set" in (kernel.config() or ""):
+        return None
     if not (root / "lib/modules" / kernel.release).is_dir():
         raise KexecRefused(
             f"kernel {kernel.name} ({kernel.release}) has no modules installed on this machine "
             f"(/lib/modules/{kernel.release}): install its package or `make modules_install install`, "
-            "which also writes its initramfs")
+            "which also writes its initramfs, or build it with every driver built in (CONFIG_MODULES=n)")
     return None
 
 
@@ -165,8 +171,20 @@ def unload() -> None:
 
 
 def execute() -> None:
-    """Into the staged kernel, through systemd (services stopped, disks synced)."""
-    run(["systemctl", "kexec"], timeout=120)
+    """Into the staged kernel, through systemd (services stopped, disks synced).
+
+    systemd stops this process's own unit on the way down (SIGTERM, perhaps before
+    `systemctl` has even returned): from here that signal waits, blocked, so that a boot
+    under way is not taken for one that failed to start (which `start` would unstage and
+    abandon); the process finishes what it says and exits. Unblocked again only when
+    systemctl refused."""
+    stopping = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stopping)
+    try:
+        run(["systemctl", "kexec"], timeout=120)
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stopping)
+        raise
 
 
 def reboot() -> None:
@@ -174,10 +192,13 @@ def reboot() -> None:
     run(["systemctl", "reboot"], timeout=120)
 
 
-def console_lines(root: Path = Path("/"), lines: int = CONSOLE_LINES) -> tuple[str, str]:
+def console_lines(root: Path = Path("/"), lines: int = CONSOLE_LINES, planned_in: str | None = None
+                  ) -> tuple[str, str]:
     """The last kernel messages of the previous boot, and where they came from: pstore
     (what a panicking kernel wrote there, newest record first), else the previous
-    boot's journal; ('', '') when neither kept any."""
+    boot's journal; ('', '') when neither kept any. `planned_in`: the boot id the boot
+    was planned in; a journal whose previous boot is that one holds nothing of the
+    failed kernel (it died before its journald ran), only the default kernel's boot."""
     records = sorted((path for directory in PSTORE_DIRS if (root / directory).is_dir()
                       for path in (root / directory).rglob("dmesg-*") if path.is_file()),
                      key=lambda path: path.stat().st_mtime)
@@ -191,11 +212,23 @@ def console_lines(root: Path = Path("/"), lines: int = CONSOLE_LINES) -> tuple[s
     try:
         journal = run(["journalctl", *where, "-b", "-1", "-k", "-o", "short-monotonic", "-n", str(lines),
                        "--no-pager"], timeout=60).stdout
+        last_entry = run(["journalctl", *where, "-b", "-1", "-o", "json", "-n", "1", "--no-pager"], timeout=60).stdout
     except (CommandFailed, FileNotFoundError):
         return "", ""
     if not journal.strip() or "No journal files were found" in journal or "-- No entries --" in journal:
         return "", ""
+    if planned_in is not None and _journal_boot(last_entry) == planned_in.replace("-", ""):
+        return "", ""
     return "journalctl -b -1 -k", tail(journal, lines)
+
+
+def _journal_boot(entry: str) -> str | None:
+    """The `_BOOT_ID` of a journal entry as `journalctl -o json` prints it."""
+    try:
+        found = json.loads(entry.strip().splitlines()[-1]).get("_BOOT_ID")
+    except (ValueError, IndexError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
 
 
 def resume_unit_text(command: list[str], environment: dict[str, str]) -> str:

@@ -6,6 +6,8 @@ status, the bisection's samples.
 
 A confirmation and a bisection each run whole on one machine of the class, so both sides
 of an interleaved pair, and every probe of a bisection, are measured on the same machine.
+A kernel tracker's commits are kernel jobs (fleet.kernel_jobs): the machine boots each
+commit's kernel; one that does not boot leaves its commit untestable.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from perfline import git
-from perfline.fleet import submitting
+from perfline.fleet import kernel_jobs, submitting
+from perfline.fleet.kernel_jobs import BOOT_FAILED
 from perfline.fleet.queue import FleetQueue, class_queue
 from perfline.records.job import Case, case_to_json
 from perfline.store import Regression, Store
@@ -35,8 +38,9 @@ def test_commits(spec: TrackerSpec, commits: list[git.Commit], store: Store, que
                  budget: Budget, notify: Notify) -> list[Tested]:
     """Queue every missing case of every commit (as far as the budget goes), wait for
     all of them: the class's machines test the commits side by side."""
-    assert spec.fleet_class is not None and spec.build is not None
+    assert spec.fleet_class is not None
     done = store.completed_cases(spec.name, where.machine_ids)
+    config = None if spec.kernel_config is None else spec.kernel_config.read_text(errors="replace")
     left = budget.left()
     queued: dict[str, list[int]] = {}
     for commit in commits:
@@ -44,7 +48,7 @@ def test_commits(spec: TrackerSpec, commits: list[git.Commit], store: Store, que
         if not missing:
             continue
         left -= len(missing)
-        queued[commit.sha] = _submit(queue, spec, [_case_job(spec, case, commit.sha) for case in missing])
+        queued[commit.sha] = _submit(queue, spec, [_case_job(spec, case, commit.sha, config) for case in missing])
     ids = [i for jobs in queued.values() for i in jobs]
     states: dict[int, str] = {}
     if ids:
@@ -59,6 +63,8 @@ def test_commits(spec: TrackerSpec, commits: list[git.Commit], store: Store, que
         if failed:
             errors = [a.error for a in store.attempts(failed) if a.error]
             problem = f"job {failed[0]} {states[failed[0]]}" + (f": {errors[-1]}" if errors else "")
+            if errors and errors[-1].startswith(BOOT_FAILED):
+                problem = f"untestable: its kernel did not boot (job {failed[0]}: {errors[-1]})"
             notify(f"{commit.sha[:12]}: {problem}")
         tested.append(Tested(commit, len(queued[commit.sha]), not failed, problem))
     return tested
@@ -83,7 +89,9 @@ def bisect(spec: TrackerSpec, record: BisectionRecord, allowed_runs: int, pace_t
     return store.bisection(record.id)
 
 
-def _case_job(spec: TrackerSpec, case: Case, sha: str) -> dict[str, Any]:
+def _case_job(spec: TrackerSpec, case: Case, sha: str, config: str | None) -> dict[str, Any]:
+    if config is not None:  # a kernel tracker: the machine boots the commit's kernel
+        return kernel_jobs.job_args(case, spec.name, sha, spec.repo, config)
     return {"case": case_to_json(case), "label": spec.name, "kernel_commit": sha,
             "tree": {"repo": spec.repo, "commit": sha, "build": spec.build}}
 

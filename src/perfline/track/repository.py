@@ -60,7 +60,12 @@ def resolve_since(spec: TrackerSpec, repo: Path, head: str) -> str:
 
 
 def check(spec: TrackerSpec, notify: Notify) -> None:
-    """What the file names in git (branch, since, reference) exists, before anything runs."""
+    """What the file names in git (branch, since, reference) exists, and its jobs can be
+    measured where the tracker measures them (a kernel tracker: booted in a VM, or by a
+    fleet machine with kexec), before anything runs."""
+    from perfline.track.testing import cases  # the job machinery: only for a tracker that runs
+
+    cases(spec)
     repo, ref = local_repo(spec, notify)
     head = git.resolve_or_none(repo, ref)
     if head is None:

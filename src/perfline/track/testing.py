@@ -38,7 +38,9 @@ def cases(spec: TrackerSpec) -> list[Case]:
     """Every case of every job, as each tested commit runs them."""
     found = [case for job in spec.jobs for case in expand(job.spec)]
     if spec.kernel_config is not None:
-        found = [kernel.vm_case(case, str(spec.path)) for case in found]
+        # On the fleet, a machine of the class boots each build (target kexec); here, a VM does.
+        as_booted = kernel.vm_case if spec.fleet_class is None else kernel.kexec_case
+        found = [as_booted(case, str(spec.path)) for case in found]
     return found
 
 
@@ -54,16 +56,17 @@ def pending(spec: TrackerSpec, repo: Path, history: list[git.Commit], branch: st
             where: Measuring, builder: Builder, now: datetime) -> list[git.Commit]:
     """Selected commits not yet tested, oldest first; a commit whose build failed before
     is left out (it would fail again; a new build command builds it anew), and so is one
-    a case of which failed on two builds (untestable)."""
+    a case of which failed on two builds, or whose kernel did not boot (untestable)."""
     wanted = {(case.benchmark, case.key) for case in cases(spec)}
     done = store.completed_cases(spec.name, where.machine_ids)
     failed = store.failed_cases(spec.name, where.machine_ids)
+    not_booting = store.boot_failed_commits(spec.name)
     tagged = {sha for _, sha in git.tags(repo, spec.select.tags, branch)} if spec.select.tags else set()
     _, newest = store.runs_started([spec.name], datetime.min.replace(tzinfo=now.tzinfo))
     chosen = selected(spec.select, history, tagged, newest, now)
     return [c for c in chosen
             if not wanted <= done.get(c.sha, set()) and not _failed_before(builder, c.sha)
-            and not any(n >= UNTESTABLE_AFTER for n in failed.get(c.sha, {}).values())]
+            and not any(n >= UNTESTABLE_AFTER for n in failed.get(c.sha, {}).values()) and c.sha not in not_booting]
 
 
 def _failed_before(builder: Builder, sha: str) -> bool:

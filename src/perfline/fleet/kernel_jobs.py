@@ -1,0 +1,170 @@
+"""A kernel tracker's tested commit as a fleet job (`kind: kernel`): the machine boots it.
+
+The worker that takes the job gets the commit's kernel (from the fleet's shared image
+directory, where another worker of any class may have put it, keyed by the config's
+content and the commit; else it builds it, as a kernel tracker does, and puts it there),
+registers it, and boots it with target kexec: the boot is written to the store with the
+job's attempt, then the machine goes down and the worker with it. After the boot,
+`perfline resume` measures and ends the attempt and the job (`end_job`); a kernel that
+did not come up ends the job `failed`, its error starting `boot-failed`: an answer about
+the commit, never retried. Back on its default kernel the worker starts again, runs its
+health job there, and takes the next job.
+
+While its machine boots, a job's worker is silent: the stalled sweep leaves a job whose
+attempt is in an open boot alone for `$PERFLINE_FLEET_BOOT_S` (3600 s: the boot and the
+measuring) since the boot last moved, and then ends it `boot-failed` too (the machine did
+not come back), never queued again for another machine to die of.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn
+
+from perfline.builds import kernel
+from perfline.fleet.queue import FleetQueue
+from perfline.fleet.trees import TreeFailed, local_repo
+from perfline.records.job import Case, case_from_json, case_to_json
+from perfline.records.status import RunStatus
+from perfline.runner import RunContext, kexec_resume
+from perfline.store import Store
+from perfline.store.kexec_boots import KexecBoot
+from perfline.targets import kexec, machine_settings
+
+KIND = "kernel"
+BOOT_FAILED = "boot-failed"
+BOOT_S = float(os.environ.get("PERFLINE_FLEET_BOOT_S", "3600"))
+IMAGES_ENV = "PERFLINE_FLEET_IMAGES"
+Say = Callable[[str], None]
+
+
+class MachineBooting(Exception):
+    """The machine is booting the job's kernel: the worker stops; `perfline resume` goes on."""
+
+    def __init__(self, boot: KexecBoot) -> None:
+        super().__init__(f"kexec boot {boot.id} into {boot.kernel}")
+        self.boot = boot
+
+
+@dataclass(frozen=True)
+class BootSteps:
+    """How this machine stages and boots a kernel, and where its /proc and /etc are: the
+    real ones on a lab machine; a test of the logic passes its own, so that nothing it
+    runs boots the host it runs on."""
+
+    root: Path = Path("/")
+    stage: kexec_resume.Stage = kexec.load
+    boot: kexec_resume.Step = kexec.execute
+
+
+THIS_MACHINE = BootSteps()
+
+
+def job_args(case: Case, label: str, commit: str, repo: str, config: str) -> dict[str, Any]:
+    """The job of one case of a kernel tracker at one commit; the config travels as text,
+    so a machine that cannot reach the tracker's files builds the same kernel."""
+    return {"kind": KIND, "case": case_to_json(case), "label": label, "kernel_commit": commit,
+            "tree": {"repo": repo, "commit": commit, "config": config}}
+
+
+def images_dir() -> Path | None:
+    """The fleet's shared directory of built kernels ($PERFLINE_FLEET_IMAGES, `worker --images`)."""
+    value = os.environ.get(IMAGES_ENV)
+    return Path(value) if value else None
+
+
+def image_for(tree: dict[str, Any], images: Path | None, say: Say) -> Path:
+    """The commit's kept build (bzImage, config, log): from the shared directory, else
+    built here and put there for the others."""
+    config = kernel.keep_config_bytes(str(tree["config"]).encode())
+    commit = str(tree["commit"])
+    shared = None if images is None else images / config.stem / commit
+    if shared is not None and (shared / kernel.KEPT_IMAGE).is_file():
+        say(f"{commit[:12]}: kernel taken from {shared}")
+        return shared
+    builder = kernel.KernelBuilder(local_repo(str(tree["repo"]), commit), kernel.build_command(config),
+                                   announce=say)
+    built = builder.build(commit)
+    if not built.ok:
+        raise TreeFailed(f"{commit[:12]} does not build:\n{built.log_tail}")
+    if shared is not None:
+        _publish(builder.kept(commit), shared)
+    return builder.kept(commit)
+
+
+def _publish(kept: Path, shared: Path) -> None:
+    """Copied beside, then renamed into place: a reader never sees half an image."""
+    partial = shared.with_name(f"{shared.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    shared.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(kept, partial)
+    try:
+        partial.rename(shared)
+    except OSError:  # another machine put it there first: the same build
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def boot(store: Store, ctx: RunContext, args: dict[str, Any], say: Say, steps: BootSteps,
+         images: Path | None, going_down: Callable[[], None]) -> NoReturn:
+    """Get the kernel, check and stage it, write the boot, boot: raises MachineBooting
+    once the machine is going down (`going_down` is called just before), KexecRefused
+    (nothing changed) or TreeFailed when it cannot."""
+    tree = args["tree"]
+    commit = str(tree["commit"])
+    kept = image_for(tree, images, say)
+    name = kernel.register(kept, f"track-{args.get('label') or 'fleet'}-{commit[:12]}", commit).name
+    case = replace(case_from_json(args["case"]), boot_kernel=name)
+
+    def down() -> None:
+        going_down()
+        steps.boot()
+
+    planned = kexec_resume.start(store, [case], machine_settings.load(), label=args.get("label"),
+                                 kernel_commit=commit, fleet_attempt=ctx.fleet_attempt, root=steps.root,
+                                 stage=steps.stage, boot=down)
+    raise MachineBooting(planned)
+
+
+def end_job(store: Store, queue: FleetQueue, boot: KexecBoot) -> str | None:
+    """After `perfline resume` measured (or found the kernel did not boot): the boot's
+    attempt and fleet job end as it went. What was done, for the log; None when the
+    boot is no fleet job's or not over."""
+    if boot.fleet_attempt is None:
+        return None
+    error: str | None
+    if boot.state == BOOT_FAILED:
+        state, error = "failed", f"{BOOT_FAILED}: {boot.error}"
+    elif boot.state == "measured":
+        runs = [store.get_run(run_id) for run_id in boot.run_ids]
+        failed = [run for run in runs if run.info.status != RunStatus.COMPLETED]
+        state = "failed" if failed or not runs else "succeeded"
+        error = None if not failed else f"run {failed[0].info.id} {failed[0].info.status}: {failed[0].error}"
+    else:
+        return None
+    attempt = store.attempt(boot.fleet_attempt)
+    if not store.end_attempt(attempt.id, state, error):
+        return f"fleet job {attempt.job_id}: was ended meanwhile ({attempt.state}); left as it is"
+    queue.finish(attempt.job_id, state)
+    return f"fleet job {attempt.job_id}: {state}" + (f": {error}" if error and state == "failed" else "")
+
+
+def overdue(boot: KexecBoot, now: datetime | None = None) -> bool:
+    """Whether a booting machine has been silent too long to be coming back."""
+    return ((now or datetime.now(UTC)) - boot.updated_at).total_seconds() > BOOT_S
+
+
+def end_overdue(store: Store, queue: FleetQueue, job_id: int, boot: KexecBoot) -> bool:
+    """The machine never came back from the job's kernel: the job ends `boot-failed`
+    (the kernel may well have killed it; another machine is not offered it)."""
+    assert boot.fleet_attempt is not None
+    error = (f"{BOOT_FAILED}: the machine did not come back from {boot.kernel} within {BOOT_S:g} s "
+             f"($PERFLINE_FLEET_BOOT_S); kexec boot {boot.id} was {boot.state}")
+    if not store.end_attempt(boot.fleet_attempt, "failed", error):
+        return False
+    queue.finish(job_id, "failed")
+    return True
