@@ -16,7 +16,7 @@ from perfline.records.job import Case
 from perfline.records.metric import Direction, Measurement, Metric
 from perfline.records.status import RunStatus
 from perfline.store import RunNotFound, Store, migrate
-from perfline.store.engine import connect, resolve_url
+from perfline.store.engine import StoreUnavailable, connect, resolve_url
 from perfline.store.schema import Base
 from perfline.targets import local
 
@@ -144,8 +144,27 @@ def test_head_revision_is_alembics(tmp_path: Path) -> None:
     file names: it must be the head alembic would upgrade to."""
     store = Store.open(f"sqlite:///{tmp_path / 'db.sqlite'}")
     with store.engine.connect() as connection:
-        head = ScriptDirectory.from_config(migrate.alembic_config(connection)).get_current_head()
-        assert migrate.head_revision() == head == migrate.current_revision(connection)
+        scripts = ScriptDirectory.from_config(migrate.alembic_config(connection))
+        assert migrate.head_revision() == scripts.get_current_head() == migrate.current_revision(connection)
+        assert migrate.revisions() == {script.revision for script in scripts.walk_revisions()}
+
+
+def test_a_store_from_a_newer_perfline_is_refused_and_left_alone(tmp_path: Path) -> None:
+    """A revision none of the migrations has is a newer perfline's: opening the store is a
+    user error naming it (alembic's own refusal was an internal error), and the store keeps
+    its revision and its runs."""
+    db = tmp_path / "db.sqlite"
+    store = Store.open(str(db))
+    run_id = store.start_run(CASE, local.fingerprint(), pid=1)
+    store.close()
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE alembic_version SET version_num = '9999'")
+    with pytest.raises(StoreUnavailable, match=f"{db}: cannot open the store: its schema is at revision 9999, "
+                                               f"which this perfline \\(schema {migrate.head_revision()}\\)"):
+        Store.open(str(db))
+    with sqlite3.connect(db) as connection:
+        assert connection.execute("SELECT version_num FROM alembic_version").fetchall() == [("9999",)]
+        assert connection.execute("SELECT id FROM runs").fetchall() == [(run_id,)]
 
 
 def test_get_runs_reads_samples_as_columns_in_the_order_asked(tmp_path: Path) -> None:

@@ -13,6 +13,15 @@ if TYPE_CHECKING:
 MIGRATIONS = Path(__file__).with_name("migrations")
 
 
+class UnknownRevision(Exception):
+    """The store's schema revision is none of this perfline's migrations: a newer perfline
+    wrote it, and alembic cannot bring it down nor this code read it."""
+
+    def __init__(self, found: str, head: str) -> None:
+        super().__init__(f"its schema is at revision {found}, which this perfline (schema {head}) does not know: "
+                         "a newer perfline wrote it; open it with that version or upgrade perfline")
+
+
 def alembic_config(connection: Connection) -> Config:
     from alembic.config import Config
 
@@ -26,7 +35,7 @@ def upgrade(connection: Connection) -> None:
     # A store already at the head is the common case: alembic's import (with the
     # PostgreSQL dialect it loads) and its reading of every migration cost 0.12 s CPU
     # of each command's start-up on the 2-vCPU VM, for nothing to do.
-    if current_revision(connection) == head_revision():
+    if at_head(connection):
         return
     if connection.dialect.name == "sqlite":
         # pysqlite runs DDL outside any transaction unless one was begun, so a kill in
@@ -35,17 +44,32 @@ def upgrade(connection: Connection) -> None:
         # transactional: the whole upgrade is one transaction, committed with the
         # connection's, and IMMEDIATE makes a second opener wait, then find it done.
         connection.exec_driver_sql("BEGIN IMMEDIATE")
-        if current_revision(connection) == head_revision():
+        if at_head(connection):
             return
     from alembic import command
 
     command.upgrade(alembic_config(connection), "head")
 
 
+def at_head(connection: Connection) -> bool:
+    """Whether the store is at this perfline's newest schema. A store whose revision no
+    migration here has is refused (UnknownRevision) before alembic is loaded: alembic's
+    own refusal reached the user as an internal error with a traceback."""
+    current = current_revision(connection)
+    if current is not None and current not in revisions():
+        raise UnknownRevision(current, head_revision())
+    return current == head_revision()
+
+
+def revisions() -> set[str]:
+    """Every migration's revision: each file is named after its revision, NNNN_what.py,
+    each revising the one before (tests/test_store.py checks it against alembic's)."""
+    return {path.name.split("_")[0] for path in (MIGRATIONS / "versions").glob("[0-9]*.py")}
+
+
 def head_revision() -> str:
-    """The newest migration's revision: each file is named after its revision, NNNN_what.py,
-    each revising the one before (tests/test_store.py checks it against alembic's head)."""
-    return max(path.name for path in (MIGRATIONS / "versions").glob("[0-9]*.py")).split("_")[0]
+    """The newest migration's revision (tests/test_store.py checks it against alembic's head)."""
+    return max(revisions())
 
 
 def current_revision(connection: Connection) -> str | None:

@@ -205,7 +205,7 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
                     # Machines of a fleet open a new store together: one migrates it.
                     connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
                 migrate.upgrade(connection)
-        except (DBAPIError, OSError) as exc:
+        except (DBAPIError, OSError, migrate.UnknownRevision) as exc:
             raise StoreUnavailable(resolved, exc) from None
         return cls(engine, outage_wait_s)
 
