@@ -106,7 +106,6 @@ def series_changes(series: Series, floor_pct: float, narrowed: Collection[str]) 
     neighbouring tested commits, between pooled windows of them where narrowing is on
     (pooled_changes), at every change point of a long enough series; screened pairs that
     are a nearby change's shadow left out, changes of one kind whose ranges overlap one."""
-    from perfline.stats.changepoint import ChangePoint  # scipy: only when judging
     from perfline.stats.counted import compare_counted, counted_floor
     from perfline.stats.two_sample import IMPROVEMENT, REGRESSION
 
@@ -130,8 +129,7 @@ def series_changes(series: Series, floor_pct: float, narrowed: Collection[str]) 
                                 _labels(before), _labels(after))
         if judged is not None:
             c, screen = judged
-            changes.append(ChangePoint(index, c.change_pct, c.ci_pct, -math.log10(max(c.p_value, 1e-300)),
-                                       c.p_value))
+            changes.append(_change_at(index, c))
             if screen:
                 screened.add(index)
     if narrowed and not counted:
@@ -170,6 +168,13 @@ def change_ranges(changes: list[ChangePoint], points: Sequence[Sequence[float]],
             first, last = min(first, low), max(last, high)
         merged.append((change, first, last))
     return merged
+
+
+def _change_at(index: int, c: Comparison) -> ChangePoint:
+    """A pair's (or pooled windows') comparison as a change found at `index`."""
+    from perfline.stats.changepoint import ChangePoint  # scipy: only when judging
+
+    return ChangePoint(index, c.change_pct, c.ci_pct, -math.log10(max(c.p_value, 1e-300)), c.p_value)
 
 
 def _shadow(change: ChangePoint, changes: list[ChangePoint], points: Sequence[Sequence[float]], noise: Noise,
@@ -211,7 +216,6 @@ def pooled_changes(series: Series, changes: Sequence[ChangePoint], floor_pct: fl
     (the windows look again at pairs already judged, and a screen at every split of a
     long history would add about two false records a hundred tested commits, 20 pairs
     each). (change, screened) each."""
-    from perfline.stats.changepoint import ChangePoint  # scipy: only when judging
 
     candidates: list[tuple[ChangePoint, bool]] = []
     points, screening = series.points, (() if noise.learned else narrowed)
@@ -222,8 +226,7 @@ def pooled_changes(series: Series, changes: Sequence[ChangePoint], floor_pct: fl
                             [r for p in before for r in _labels(p)], [r for p in after for r in _labels(p)])
         if judged is not None:
             c, screen = judged
-            candidates.append((ChangePoint(index, c.change_pct, c.ci_pct, -math.log10(max(c.p_value, 1e-300)),
-                                           c.p_value), screen))
+            candidates.append((_change_at(index, c), screen))
     # Windows overlap: the strongest of neighbouring splits is the change.
     found: list[tuple[ChangePoint, bool]] = []
     for change, screen in sorted(candidates, key=lambda f: -f[0].strength):
