@@ -13,14 +13,27 @@ accuracy: perfline's runs beyond it are the price of learning the levels and the
 from the data and of confirming the answer on fresh samples (docs/bisect.md).
 
 Printed per noise and level: mean and p90 runs, how often the top commit is the culprit.
+
+A second table prices the confirmation alone, the A/B of fresh samples of the culprit
+against its parent (bisect/confirm.py) on the true 5% step, and its rate of confirming an
+A/A pair, under three rules: the shipped one (each side's own variance, alpha 1%); the
+same with the variance pooled with a noise estimate of 20 degrees of freedom from the
+bisection's other samples (one way to a cheaper A/B; it assumes the same noise at every
+commit, so it is also run on A/A pairs whose noise is twice the estimate's at the bad
+level); the shipped one at alpha 5%.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 
 import numpy as np
+from scipy import stats
+
+from perfline.bisect.confirm import CONFIDENCE, LOOKS, ABConfirmation, Decision
+from perfline.stats.sequential import SequentialPlan
 
 COMMITS = 1024
 STEP = 0.05
@@ -52,10 +65,65 @@ def oracle_runs(noise: float, level: float, rng: np.random.Generator) -> tuple[i
         runs += 1
 
 
+# The degrees of freedom of the bisection's own noise estimate in the pooled-variance rule
+# (a bisection at 2% noise has ~25 samples at two levels when its A/B starts).
+BORROWED_DF = 20
+
+
+def shipped_ab(noise: float, step: float, plan: SequentialPlan, rng: np.random.Generator) -> tuple[int, bool]:
+    """The shipped A/B on lognormal samples: its runs and whether it confirmed."""
+    ab = ABConfirmation(0, 1, increase=True, looks=plan)
+    while (side := ab.next_probe()) is not None:
+        ab.observe(side, float(np.exp(rng.normal(math.log(step) if side == 1 else 0.0, noise))))
+    result = ab.result()
+    return result.samples, result.decision is Decision.CONFIRMED
+
+
+def pooled_ab(noise: float, step: float, rng: np.random.Generator, *, pair_noise: float | None = None) -> tuple[int, bool]:
+    """The A/B with its variance pooled with an estimate from BORROWED_DF degrees of
+    freedom of `noise`; the pair's own samples have `pair_noise` (default `noise`).
+    Same looks and boundary as the shipped A/B; a t test on the pooled variance."""
+    own = noise if pair_noise is None else pair_noise
+    borrowed_ss = noise**2 * rng.chisquare(BORROWED_DF)
+    a: list[float] = []
+    b: list[float] = []
+    for n in LOOKS.looks:
+        a += list(rng.normal(0.0, own, n - len(a)))
+        b += list(rng.normal(math.log(step), own, n - len(b)))
+        dof = 2 * n - 2 + BORROWED_DF
+        ss = float(np.var(a) * n + np.var(b) * n) + borrowed_ss
+        t = (np.mean(b) - np.mean(a)) / math.sqrt(ss / dof * 2 / n)
+        if stats.t.sf(t, dof) < LOOKS.one_sided_alpha(n):
+            return 2 * n, True
+    return 2 * len(a), False
+
+
+def confirmation_table(trials: int, seed: int) -> None:
+    loose = SequentialPlan.up_to(LOOKS.looks[-1], 0.05, CONFIDENCE, first=LOOKS.looks[0])
+    rules: list[tuple[str, Callable[[float, float, np.random.Generator], tuple[int, bool]]]] = [
+        ("shipped: own variance, alpha 1%", lambda s, r, g: shipped_ab(s, r, LOOKS, g)),
+        (f"variance pooled with {BORROWED_DF} df of the bisection's", pooled_ab),
+        ("  the same, pair's noise 2x the estimate's", lambda s, r, g: pooled_ab(s, r, g, pair_noise=2 * s)),
+        ("shipped at alpha 5%", lambda s, r, g: shipped_ab(s, r, loose, g)),
+    ]
+    print(f"\nthe confirmation A/B alone, {trials} trials a cell: runs on the 5% step (both sides), "
+          "and how often it confirms an A/A pair")
+    print(f"{'rule':<46} " + " ".join(f"{f'runs@{s:.0%}':>8} {f'A/A@{s:.0%}':>7}" for s in NOISES))
+    for name, rule in rules:
+        cells = []
+        for noise in NOISES:
+            rng = np.random.default_rng(seed)
+            runs = np.mean([rule(noise, 1.0 + STEP, rng)[0] for _ in range(trials)])
+            false = np.mean([rule(noise, 1.0, rng)[1] for _ in range(trials)])
+            cells.append(f"{runs:>8.1f} {false:>7.2%}")
+        print(f"{name:<46} " + " ".join(cells))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=500)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--ab-trials", type=int, default=2000, help="trials a cell of the confirmation table")
     args = parser.parse_args(argv)
     print(f"{COMMITS} commits, {STEP:.0%} step, {args.trials} trials a row; an oracle that knows both levels "
           "and the noise: no endpoint runs, no confirmation")
@@ -68,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             exact = np.mean([ok for _, ok in done])
             target = f"<= {TARGETS[noise]:g}" if noise in TARGETS else ""
             print(f"{noise:>5.0%} {level:>6} {runs.mean():>9.1f} {np.percentile(runs, 90):>5.0f} {exact:>7.1%}   {target}")
+    confirmation_table(args.ab_trials, args.seed)
     return 0
 
 
