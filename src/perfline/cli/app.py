@@ -90,6 +90,8 @@ def main_options(
 # The qemu target's options, the same for `run` and `ab`.
 KernelOption = Annotated[str | None, typer.Option(help="qemu, kexec: a kernel from `perfline kernels list`.")]
 CmdlineOption = Annotated[str | None, typer.Option(help="qemu, kexec: extra kernel parameters.")]
+BootOption = Annotated[str | None, typer.Option(
+    help="kexec: `reboot` boots through GRUB's one-shot entry where kexec is refused (default: kexec only).")]
 VmCpusOption = Annotated[int | None, typer.Option(help="qemu: virtual CPUs (default 2).")]
 VmMemoryOption = Annotated[int | None, typer.Option(help="qemu: memory in MiB (default 1024).")]
 AccelOption = Annotated[str | None, typer.Option(help="qemu: auto, kvm or tcg (default auto).")]
@@ -198,6 +200,7 @@ def run(
     ] = None,
     kernel: KernelOption = None,
     cmdline: CmdlineOption = None,
+    boot: BootOption = None,
     vm_cpus: VmCpusOption = None,
     vm_memory: VmMemoryOption = None,
     accel: AccelOption = None,
@@ -219,7 +222,7 @@ def run(
         require_kexec_opt_in()  # first: without it, one line and nothing else happens
     request = CommandLineJob(what, param or [], monitor, no_monitors, repeat, precision, max_repeat, warmup,
                              sysctl or [], sysfs or [], governor, pin, load,
-                             Target(target, kernel, cmdline, vm_cpus, vm_memory, accel), tune)
+                             Target(target, kernel, cmdline, vm_cpus, vm_memory, accel, boot), tune)
     job, given = build_job(request)
     cases = expand(job)
     if job.target == "kexec":
@@ -454,6 +457,7 @@ def ab(
     ] = None,
     kernel: KernelOption = None,
     cmdline: CmdlineOption = None,
+    boot: BootOption = None,
     vm_cpus: VmCpusOption = None,
     vm_memory: VmMemoryOption = None,
     accel: AccelOption = None,
@@ -473,7 +477,7 @@ def ab(
     if target == "kexec":
         require_kexec_opt_in()
     request = CommandLineJob(what, param or [], monitor, no_monitors, warmup=warmup,
-                             target=Target(target, kernel, cmdline, vm_cpus, vm_memory, accel), tune=tune)
+                             target=Target(target, kernel, cmdline, vm_cpus, vm_memory, accel, boot), tune=tune)
     plan = _sequential_plan(pairs, max_pairs, alpha)
     most = plan.looks[-1] if plan else int(pairs)
     case_a, case_b = build_ab(request, a, b, most)

@@ -158,7 +158,16 @@ def start_kexec(cases: list[Case], label: str | None, kernel_commit: str | None)
     settings = machine_settings.load()
     kexec.require_opt_in(settings)  # before the store is opened: nothing changes on refusal
     boot = start(open_store(), cases, settings, label=label, kernel_commit=kernel_commit)
-    errors.print(f"kexec boot {boot.id}: booting {escape(boot.kernel)} ({escape(boot.release)}) with "
+    say_booting(boot)
+
+
+def say_booting(boot: KexecBoot) -> None:
+    """The one line before the machine goes down: what boots, how, and what goes on after."""
+    how = ""
+    if boot.how == "reboot":
+        how = (f" through GRUB's one-shot entry (kexec is refused here: {escape(kexec.refusal() or 'refused')}; "
+               "the job allows `boot: reboot`)")
+    errors.print(f"kexec boot {boot.id}: booting {escape(boot.kernel)} ({escape(boot.release)}){how} with "
                  f"[dim]{escape(boot.cmdline)}[/dim]; `perfline resume` goes on after the boot "
                  "(`perfline kernels boots` shows how it went)", highlight=False, soft_wrap=True)
 

@@ -170,8 +170,9 @@ def unload() -> None:
         run([require_tool("kexec", KEXEC_PACKAGE), "-u"], timeout=60)
 
 
-def execute() -> None:
-    """Into the staged kernel, through systemd (services stopped, disks synced).
+def execute(how: str = "kexec") -> None:
+    """Into the staged kernel, through systemd (services stopped, disks synced): `systemctl
+    kexec`, or `systemctl reboot` into a one-shot boot entry (targets.boot_entry).
 
     systemd stops this process's own unit on the way down (SIGTERM, perhaps before
     `systemctl` has even returned): from here that signal waits, blocked, so that a boot
@@ -181,7 +182,7 @@ def execute() -> None:
     stopping = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stopping)
     try:
-        run(["systemctl", "kexec"], timeout=120)
+        run(["systemctl", how], timeout=120)
     except BaseException:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, stopping)
         raise
