@@ -39,8 +39,8 @@ from perfline.cli.help_style import COMPARE, FLEET, INTEROP, KERNELS, MACHINE, M
 from perfline.cli.history import detect, history, regressions_app
 from perfline.cli.interop import export, import_
 from perfline.cli.kernels import kernels_app
+from perfline.cli.kexec import DEFAULT_BLOCKS, resume, start_kexec, start_kexec_ab
 from perfline.cli.kexec import require_opt_in as require_kexec_opt_in
-from perfline.cli.kexec import resume, start_kexec
 from perfline.cli.migration import migration_cost
 from perfline.cli.report import report_app
 from perfline.cli.serve import serve
@@ -453,8 +453,11 @@ def ab(
     label: Annotated[str | None, typer.Option(help="Label stored with both runs.")] = None,
     kernel_commit: Annotated[str | None, typer.Option(help="Commit of the kernel.")] = None,
     target: Annotated[
-        str | None, typer.Option(help="local, or qemu: boot --kernel or each side's kernel:NAME in a VM.")
+        str | None, typer.Option(help="local; qemu: boot --kernel or each side's kernel:NAME in a VM; kexec: "
+                                 "boot this machine into each side's kernel, one boot per block.")
     ] = None,
+    blocks: Annotated[int, typer.Option(
+        help="kexec: boots a side; the pairs are split over them, and the blocks interleaved.")] = DEFAULT_BLOCKS,
     kernel: KernelOption = None,
     cmdline: CmdlineOption = None,
     boot: BootOption = None,
@@ -482,6 +485,12 @@ def ab(
     most = plan.looks[-1] if plan else int(pairs)
     case_a, case_b = build_ab(request, a, b, most)
     floors = _metric_floors(metric_floor or [])
+    if target == "kexec" or case_a.target == "kexec":
+        if plan:
+            raise fail("--pairs auto with target kexec: give a number of pairs (each block is a boot)")
+        start_kexec_ab(case_a, case_b, most, blocks, label, kernel_commit,
+                       {"alpha": alpha, "floor": floor, "metric_floors": floors})
+        return
 
     def decided(metric: Metric, base: list[float], other: list[float]) -> bool:
         assert plan is not None

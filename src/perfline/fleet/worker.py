@@ -36,6 +36,7 @@ from perfline.fleet.stalled import STALLED_S, take_back_stalled
 from perfline.records.metric import Measurement
 from perfline.records.status import RunStatus
 from perfline.runner import RunContext, RunOutcome
+from perfline.runner.kexec_resume import THIS_MACHINE, BootSteps
 from perfline.store import Store
 from perfline.store.fleet import MachineFacts
 from perfline.system.process import tail
@@ -67,7 +68,7 @@ class WorkerSettings:
 class FleetWorker:
     def __init__(self, store: Store, queue: FleetQueue, facts: MachineFacts, settings: WorkerSettings,
                  say: Callable[[str], None], images: Path | None = None,
-                 boot_steps: kernel_jobs.BootSteps = kernel_jobs.THIS_MACHINE) -> None:
+                 boot_steps: BootSteps = THIS_MACHINE) -> None:
         self.store, self.queue, self.facts, self.settings, self.say = store, queue, facts, settings, say
         # Kernel jobs: the fleet's shared directory of built kernels, and how this machine boots.
         self.images, self.boot_steps = images, boot_steps

@@ -42,6 +42,21 @@ class BootMethod:
     go: Step
 
 
+@dataclass(frozen=True)
+class BootSteps:
+    """How this machine stages and boots a kernel, and where its /proc and /etc are: the
+    real ones on a lab machine; a test of the logic passes its own, so that nothing it
+    runs boots the host it runs on. `reboot`: the one-shot entry's steps (None: GRUB's)."""
+
+    root: Path = Path("/")
+    stage: Stage = kexec.load
+    boot: Step = kexec.execute
+    reboot: BootMethod | None = None
+
+
+THIS_MACHINE = BootSteps()
+
+
 def one_shot_entry(root: Path = Path("/")) -> BootMethod:
     """`boot: reboot`: GRUB's one-shot entry (targets.boot_entry), then `systemctl reboot`."""
 
@@ -183,10 +198,14 @@ def resume(store: Store, measure: Callable[[list[Case], KexecBoot], list[int]], 
 
 
 def abandon(store: Store, root: Path = Path("/")) -> KexecBoot | None:
-    """Give up this machine's open boot (the administrator's decision)."""
+    """Give up this machine's open boot (the administrator's decision), and the ab over
+    boots it is a block of: no later resume boots its next block."""
     boot = store.open_kexec_boot(local.machine_id(root))
     if boot is None:
         return None
+    if boot.series_id is not None and store.kexec_series(boot.series_id).state == "open":
+        store.end_kexec_series(boot.series_id, "abandoned", f"kexec boot {boot.id} abandoned with "
+                               "`perfline resume --abandon`")
     return store.update_kexec_boot(boot.id, "abandoned", error="abandoned with `perfline resume --abandon`")
 
 
