@@ -209,9 +209,11 @@ def test_without_grub_tools_the_entry_is_refused_in_one_line(tmp_path: Path, ker
     ([], "benchmark: rcu-gp\nboot: reboot\n", "job.yaml:2: boot applies only to `target: kexec`"),
 ])
 def test_bad_boot_values_are_one_line(args: list[str], job: str | None, says: str, tmp_path: Path,
-                                      kernels: dict[str, Kernel]) -> None:
+                                      kernels: dict[str, Kernel], monkeypatch: pytest.MonkeyPatch) -> None:
     from test_qemu_target import TEST_CACHE
 
+    # This test's own settings, opted in (the session's stay as they are for the other tests).
+    monkeypatch.setenv(machine_settings.SETTINGS_ENV, str(tmp_path / "machine.yaml"))
     machine_settings.allow_kexec(machine_settings.settings_path())
     what = ["rcu-gp", "--target", "kexec", "--kernel", "debian-6.12"] if job is None else [str(tmp_path / "job.yaml")]
     if job is not None:

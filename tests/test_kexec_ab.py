@@ -159,15 +159,23 @@ def test_abandoning_a_block_abandons_its_ab(lab: Lab) -> None:
     assert lab.store.kexec_series(series.id).state == "abandoned"
 
 
-@pytest.mark.parametrize(("args", "says"), [
-    (["--pairs", "auto"], "--pairs auto with target kexec"),
-    (["--pairs", "4", "--blocks", "5"], "--blocks 5: give 1 to --pairs (4) boots a side"),
+@pytest.mark.parametrize(("args", "unit", "says"), [
+    (["--pairs", "auto"], True, "--pairs auto with target kexec"),
+    (["--pairs", "4", "--blocks", "5"], True, "--blocks 5: give 1 to --pairs (4) boots a side"),
+    (["--pairs", "4"], False, "no resume unit: run `perfline kernels install-resume`"),
+    (["--pairs", "4", "--b", "kernel:debian-7"], True, "unknown kernel 'debian-7'"),
 ])
-def test_what_an_ab_over_boots_cannot_do_is_one_line(args: list[str], says: str, tmp_path: Path,
-                                                    debian_kernels: dict[str, Kernel]) -> None:
+def test_what_an_ab_over_boots_cannot_do_is_one_line(args: list[str], unit: bool, says: str, tmp_path: Path,
+                                                    debian_kernels: dict[str, Kernel],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from test_qemu_target import TEST_CACHE
 
+    # This test's own settings, opted in (the session's stay as they are for the other tests).
+    monkeypatch.setenv(machine_settings.SETTINGS_ENV, str(tmp_path / "machine.yaml"))
     machine_settings.allow_kexec(machine_settings.settings_path())
+    if unit:
+        (tmp_path / kexec.RESUME_UNIT).write_text("[Unit]\n")
+        machine_settings.set_resume_unit(tmp_path / kexec.RESUME_UNIT)
     proc = subprocess.run([sys.executable, "-m", "perfline", "--db", str(tmp_path / "db"), "ab", "rcu-gp",
                            "--target", "kexec", "--a", "kernel:debian-6.1", "--b", "kernel:debian-6.12", *args],
                           capture_output=True, text=True, timeout=120, check=False,

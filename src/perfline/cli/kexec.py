@@ -175,7 +175,9 @@ def start_kexec(cases: list[Case], label: str | None, kernel_commit: str | None)
     from perfline.runner.kexec_resume import start
 
     settings = machine_settings.load()
-    kexec.require_opt_in(settings)  # before the store is opened: nothing changes on refusal
+    # Before the store is opened: nothing changes on refusal, not even a new store file.
+    kexec.require_opt_in(settings)
+    kexec.require_resume_unit(settings)
     boot = start(open_store(), cases, settings, label=label, kernel_commit=kernel_commit)
     say_booting(boot)
 
@@ -197,7 +199,8 @@ def start_kexec_ab(case_a: Case, case_b: Case, pairs: int, blocks: int, label: s
     from perfline.runner.kexec_series import block_sizes, plan_steps, start_ab
 
     settings = machine_settings.load()
-    kexec.require_opt_in(settings)
+    kexec.require_opt_in(settings)  # before the store is opened, as for `run`
+    kexec.require_resume_unit(settings)
     if not 1 <= blocks <= pairs:
         raise UserError(f"--blocks {blocks}: give 1 to --pairs ({pairs}) boots a side")
     series, boot = start_ab(open_store(), case_a, case_b, pairs, blocks, settings, label=label,
@@ -227,6 +230,10 @@ def series(
         listed = store.kexec_series_list()
         if as_json:
             print(json.dumps([vars(one) for one in listed], indent=2, default=str))
+            return
+        if not listed:
+            console.print("no ab over kexec boots yet: `perfline ab JOB --target kexec --a kernel:NAME --b "
+                          "kernel:NAME` starts one")
             return
         table = Table(title="kexec series", title_justify="left")
         for column in ("id", "kind", "machine", "blocks", "state", "error"):
