@@ -123,11 +123,15 @@ def resume(
 
 
 def _go_on_with_series(store: Store, boot: KexecBoot) -> None:
-    """An ab over boots: the next block's boot, or, after the last, the comparison."""
+    """An ab over boots: the next block's boot, or, after the last, the comparison. A
+    bisection's probe: the bisection carried on."""
     from perfline.analysis.kexec_ab import comparison
     from perfline.report.comparison_table import comparison_view
     from perfline.runner import kexec_series
 
+    if store.kexec_series(boot.series_id or 0).kind == "bisect":
+        _go_on_with_bisection(store, boot)
+        return
     said = kexec_series.go_on(store, boot, machine_settings.load())
     if said is None:
         return
@@ -135,6 +139,24 @@ def _go_on_with_series(store: Store, boot: KexecBoot) -> None:
     series = store.kexec_series(boot.series_id or 0)
     if series.state in ("done", "failed") and (compared := comparison(store, series)) is not None:
         console.print(comparison_view(compared))
+
+
+def _go_on_with_bisection(store: Store, boot: KexecBoot) -> None:
+    from perfline.bisect.kexec_probe import bisection_of
+    from perfline.cli.bisect import carry_on
+    from perfline.records.status import BisectionStatus
+
+    series = store.kexec_series(boot.series_id or 0)
+    if series.state != "open" or boot.state not in ("returned", "boot-failed"):
+        return
+    record = store.bisection(bisection_of(series.settings))
+    try:
+        if record.status == BisectionStatus.RUNNING:
+            carry_on(store, record)
+    finally:
+        status = store.bisection(record.id).status
+        if status != BisectionStatus.RUNNING:
+            store.end_kexec_series(series.id, "failed" if status == BisectionStatus.FAILED else "done")
 
 
 def resume_here(store: Store, root: Path = Path("/")) -> Resumed:

@@ -32,7 +32,7 @@ from perfline.fleet.trees import TreeFailed, local_repo
 from perfline.records.job import Case, case_from_json, case_to_json
 from perfline.records.status import RunStatus
 from perfline.runner import RunContext, kexec_resume
-from perfline.runner.kexec_resume import BootSteps
+from perfline.runner.kexec_resume import BootSteps, MachineBooting
 from perfline.store import Store
 from perfline.store.kexec_boots import KexecBoot
 from perfline.targets import machine_settings
@@ -42,14 +42,6 @@ BOOT_FAILED = "boot-failed"
 BOOT_S = float(os.environ.get("PERFLINE_FLEET_BOOT_S", "3600"))
 IMAGES_ENV = "PERFLINE_FLEET_IMAGES"
 Say = Callable[[str], None]
-
-
-class MachineBooting(Exception):
-    """The machine is booting the job's kernel: the worker stops; `perfline resume` goes on."""
-
-    def __init__(self, boot: KexecBoot) -> None:
-        super().__init__(f"kexec boot {boot.id} into {boot.kernel}")
-        self.boot = boot
 
 
 def job_args(case: Case, label: str, commit: str, repo: str, config: str) -> dict[str, Any]:

@@ -42,6 +42,15 @@ class BootMethod:
     go: Step
 
 
+class MachineBooting(Exception):  # noqa: N818: not an error; the machine goes down as asked
+    """The machine is booting a kernel for the work under way (a fleet job, a bisection's
+    probe): the process stops there; `perfline resume` goes on after the boot."""
+
+    def __init__(self, boot: KexecBoot) -> None:
+        super().__init__(f"kexec boot {boot.id} into {boot.kernel}")
+        self.boot = boot
+
+
 @dataclass(frozen=True)
 class BootSteps:
     """How this machine stages and boots a kernel, and where its /proc and /etc are: the

@@ -146,6 +146,21 @@ class KexecBootQueries:
                 .order_by(KexecBootRow.id))
             return {str(commit): str(error or "boot-failed") for commit, error in rows}
 
+    def kexec_boots_for(self, label: str, kernel_commit: str) -> list[KexecBoot]:
+        """The boots under a label into one commit's kernel, oldest first (a bisection's probes)."""
+        with self._session() as session:
+            rows = session.scalars(select(KexecBootRow).where(KexecBootRow.label == label,
+                                                              KexecBootRow.kernel_commit == kernel_commit)
+                                   .order_by(KexecBootRow.id))
+            return [_boot(row) for row in rows]
+
+    def open_kexec_series(self, kind: str) -> list[KexecSeries]:
+        with self._session() as session:
+            rows = session.scalars(select(KexecSeriesRow).where(KexecSeriesRow.kind == kind,
+                                                                KexecSeriesRow.state == "open")
+                                   .order_by(KexecSeriesRow.id))
+            return [_series(row) for row in rows]
+
     def series_boots(self, series_id: int) -> list[KexecBoot]:
         """A series' boots, oldest first (a block booted again after an abandoned start is there twice)."""
         with self._session() as session:
