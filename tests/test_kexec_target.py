@@ -61,6 +61,20 @@ def test_without_the_opt_in_target_kexec_is_one_line_and_changes_nothing(tmp_pat
     assert not (tmp_path / "db").exists() and not machine_settings.settings_path().exists()
 
 
+def test_without_the_resume_unit_target_kexec_is_one_line_and_opens_no_store(
+        tmp_path: Path, debian_kernels: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_qemu_target import TEST_CACHE
+
+    monkeypatch.setenv(machine_settings.SETTINGS_ENV, str(tmp_path / "machine.yaml"))
+    machine_settings.allow_kexec()
+    proc = subprocess.run([sys.executable, "-m", "perfline", "--db", str(tmp_path / "db"), "run", "rcu-gp",
+                           "--target", "kexec", "--kernel", "debian-6.12"], capture_output=True, text=True,
+                          timeout=120, check=False, env={**os.environ, CACHE_ENV: str(TEST_CACHE)})
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ")
+    assert "no resume unit: run `perfline kernels install-resume`" in proc.stderr
+    assert not (tmp_path / "db").exists()
+
+
 def test_a_job_file_with_target_kexec_is_refused_the_same_way(tmp_path: Path) -> None:
     job = tmp_path / "job.yaml"
     job.write_text("benchmark: rcu-gp\ntarget: kexec\nkernel: debian-6.12\n")
