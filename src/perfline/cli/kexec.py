@@ -89,10 +89,10 @@ def boots(
         print(json.dumps([vars(boot) for boot in listed], indent=2, default=str))
         return
     table = Table(title="kexec boots", title_justify="left")
-    for column in ("id", "machine", "kernel", "release", "state", "runs", "error"):
+    for column in ("id", "machine", "kernel", "release", "how", "state", "runs", "error"):
         table.add_column(column)
     for boot in listed:
-        table.add_row(str(boot.id), boot.hostname, boot.kernel, boot.release, boot.state,
+        table.add_row(str(boot.id), boot.hostname, boot.kernel, boot.release, boot.how, boot.state,
                       ", ".join(map(str, boot.run_ids)), boot.error or "")
     console.print(table)
 
