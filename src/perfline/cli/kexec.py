@@ -229,7 +229,7 @@ def start_kexec_ab(case_a: Case, case_b: Case, pairs: int, blocks: int, label: s
                             kernel_commit=kernel_commit, compare=compare)
     order = " ".join(str(step["side"]) for step in plan_steps(case_a, case_b, pairs, blocks))
     sizes = sorted(set(block_sizes(pairs, blocks)))
-    errors.print(f"ab over kexec boots (series {series.id}): {blocks} blocks a side of "
+    errors.print(f"ab over kexec boots (series {series.id}): {blocks} block{'s' if blocks > 1 else ''} a side of "
                  f"{' or '.join(map(str, sizes))} repetitions, one boot each, in the order {order}; "
                  "`perfline resume` goes on after every boot, from the store, and compares after the last "
                  f"(`perfline kernels series {series.id}` shows how far it is)", highlight=False, soft_wrap=True)
