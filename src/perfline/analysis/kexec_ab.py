@@ -39,7 +39,9 @@ def comparison(store: Store, series: KexecSeries) -> CaseComparison | None:
                              metric_floors={str(k): float(v) for k, v in floors.items()})
     done = sum(len(side.runs) for side in named)
     note = (f"ab over kexec boots (series {series.id}): {done} of {len(series.steps)} blocks measured, one boot "
-            "each, interleaved; each block's run is a unit, so the variation between boots is measured")
+            "each, interleaved")
+    if all(len(side.runs) > 1 for side in named):
+        note += "; each block's run is a unit, so the variation between boots is measured"
     return replace(compared, notes=[*compared.notes, note])
 
 
