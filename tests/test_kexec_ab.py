@@ -182,3 +182,24 @@ def test_what_an_ab_over_boots_cannot_do_is_one_line(args: list[str], unit: bool
                           env={**os.environ, CACHE_ENV: str(TEST_CACHE)})
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: "), proc.stderr
     assert says in proc.stderr and not (tmp_path / "db").exists()
+
+
+def test_one_machine_in_two_kernels_is_not_two_machines() -> None:
+    from perfline.records.fingerprint import differences
+
+    one = {"machine_id": "m1", "memory_bytes": "1018179584", "kernel_release": RELEASE_61,
+           "cmdline": "root=/dev/vda panic=10 perfline.boot=8d65876e75732878"}
+    other = {**one, "memory_bytes": "1012760576", "kernel_release": "6.12.117+deb12-cloud-amd64",
+             "cmdline": "root=/dev/vda panic=10 perfline.boot=66737cf31b4706c7"}
+    found = {d.key: d.kind for d in differences(flatten(one), flatten(other))}
+    # Each kernel keeps its own share of the RAM; the boot token is new at every boot.
+    assert found == {"memory_bytes": "kernel", "kernel_release": "kernel"}
+    # Another machine's memory is still a difference of the machine.
+    elsewhere = {**other, "machine_id": "m2"}
+    assert {d.key: d.kind for d in differences(flatten(one), flatten(elsewhere))}["memory_bytes"] == "machine"
+
+
+def flatten(facts: dict[str, str]) -> dict[str, str]:
+    from perfline.records.fingerprint import flatten as flat
+
+    return {key: value for key, value in flat(facts).items() if value != "None"}

@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfline.records.errors import UserError
+from perfline.records.fingerprint import BOOT_TOKEN_PARAM
 from perfline.system.process import CommandFailed, ToolMissing, require_tool, run, tail
 from perfline.targets import local
 from perfline.targets.kernels import Kernel, image_banner, sha256_of
 from perfline.targets.machine_settings import OPT_IN, MachineSettings
 
 KEXEC_PACKAGE = "kexec-tools"
-BOOT_PARAM = "perfline.boot"
+BOOT_PARAM = BOOT_TOKEN_PARAM
 # What the tested kernel always boots with; a job's `cmdline:` comes after and wins.
 TESTED_PARAMS = ("panic=10", "oops=panic")
 # Parameters of the default command line that a boot of another kernel must not inherit.
