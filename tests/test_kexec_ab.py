@@ -10,6 +10,7 @@ stores it with the booted kernel's fingerprint; the comparison is the real one.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -51,7 +52,8 @@ class Lab:
         self.booted = 0
         self.steps = kexec_resume.BootSteps(root=self.root, stage=lambda image, _line: self.staged.append(image.name),
                                             boot=self.boot)
-        self.store = Store.open(str(tmp_path / "db"))
+        self.db = tmp_path / "db"
+        self.store = Store.open(str(self.db))
 
     def boot(self) -> None:
         self.booted += 1
@@ -115,6 +117,13 @@ def test_an_ab_over_kexec_boots_interleaves_blocks_and_goes_on_from_the_store(la
     (change,) = row.others
     assert change is not None and change.significant and 25 < change.change_pct < 35
     assert any("ab over kexec boots" in note for note in compared.notes)
+    # `kernels series` shows the blocks, their boots and runs, and the comparison.
+    shown = subprocess.run([sys.executable, "-m", "perfline", "--db", str(lab.db), "kernels", "series",
+                            str(series.id), "--json"], capture_output=True, text=True, timeout=120, check=True)
+    data = json.loads(shown.stdout)
+    assert data["state"] == "done" and [b["series_step"] for b in data["boots"]] == list(range(6))
+    assert [side["name"] for side in data["comparison"]["sides"]] == ["A (debian-6.1, 3 boots)",
+                                                                       "B (debian-6.12, 3 boots)"]
 
 
 def test_a_block_whose_kernel_does_not_boot_ends_the_ab_failed(lab: Lab) -> None:
