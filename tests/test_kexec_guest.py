@@ -43,11 +43,10 @@ CHECKOUT = Path(__file__).resolve().parents[1]
 # 10 s, and seven perfline commands in the guest, each 70-120 s at a load average of
 # 12-15 (Python's start-up and imports under emulation).
 GUEST_TIMEOUT_S = 3600.0
-DRIVER = """\
-#!/bin/sh
-# The test's steps, one per boot of the default kernel; the step number is kept on the
-# root disk, whose QEMU overlay lives across the guest's reboots and kexecs.
-[ "$(uname -r)" = "{default}" ] || exit 0
+# The drivers' first step, after their checks of the boot: the store and the code on the
+# second disk, the step kept on the root disk (whose QEMU overlay lives across the
+# guest's reboots and kexecs), and the machine's opt-in at step 0.
+FIRST_STEP = """\
 export PYTHONPATH={mount}/src PERFLINE_CACHE_DIR={mount}/cache PERFLINE_DB={db}
 perfline() {{ {python} -m perfline "$@"; }}
 step=$(cat /var/lib/perfline-test-step 2>/dev/null || echo 0)
@@ -55,6 +54,12 @@ echo "@perfline-test step $step on $(uname -r)"
 case $step in
 0)  echo 1 > /var/lib/perfline-test-step
     perfline kernels allow-kexec && perfline kernels install-resume || systemctl poweroff
+"""
+DRIVER = """\
+#!/bin/sh
+# The test's steps, one per boot of the default kernel.
+[ "$(uname -r)" = "{default}" ] || exit 0
+""" + FIRST_STEP + """\
     perfline run rcu-gp -p iterations=2 --repeat 3 --warmup 0 --no-monitors --label kexec-6.12 \\
         --target kexec --kernel debian-6.12 || {{ echo "@perfline-test run failed"; systemctl poweroff; }} ;;
 1)  echo 2 > /var/lib/perfline-test-step
@@ -200,13 +205,7 @@ AB_DRIVER = """\
 # block and compares; this driver only starts the ab, and powers off once it is over.
 [ "$(uname -r)" = "{default}" ] || exit 0
 grep -q perfline.boot= /proc/cmdline && exit 0   # side A's boot: the resume unit's
-export PYTHONPATH={mount}/src PERFLINE_CACHE_DIR={mount}/cache PERFLINE_DB={db}
-perfline() {{ {python} -m perfline "$@"; }}
-step=$(cat /var/lib/perfline-test-step 2>/dev/null || echo 0)
-echo "@perfline-test step $step on $(uname -r)"
-case $step in
-0)  echo 1 > /var/lib/perfline-test-step
-    perfline kernels allow-kexec && perfline kernels install-resume || systemctl poweroff
+""" + FIRST_STEP + """\
     perfline ab rcu-gp -p iterations=2 --warmup 0 --no-monitors --label ab-kexec --target kexec \\
         --a kernel:debian-6.1 --b kernel:debian-6.12 --pairs 2 --blocks 1 \\
         || {{ echo "@perfline-test ab failed"; systemctl poweroff; }} ;;
