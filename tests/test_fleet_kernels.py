@@ -36,6 +36,7 @@ from perfline.fleet.status import fleet_status
 from perfline.fleet.worker import FleetWorker, WorkerSettings
 from perfline.records.job import Case
 from perfline.records.status import RunStatus
+from perfline.runner import kexec_resume
 from perfline.store import Store
 from perfline.store.kexec_boots import KexecBoot
 from perfline.system.pgserver import PrivateServer
@@ -100,7 +101,7 @@ class Lab:
     url: str
     tested: Kernel
     root: Path
-    steps: kernel_jobs.BootSteps
+    steps: kexec_resume.BootSteps
     staged: list[tuple[str, str]]
     images: Path
     config: Path
@@ -143,7 +144,7 @@ def lab(tmp_path: Path, debian_kernels: dict[str, Kernel], postgres_server: Priv
     (root / "boot").mkdir()
     (root / "boot" / f"initrd.img-{tested.release}").write_text("the kernel's initramfs\n")
     staged: list[tuple[str, str]] = []
-    steps = kernel_jobs.BootSteps(root=root, stage=lambda image, line: staged.append((image.name, line)),
+    steps = kexec_resume.BootSteps(root=root, stage=lambda image, line: staged.append((image.name, line)),
                                   boot=lambda: None)
     config = tmp_path / "tiny.config"
     config.write_text("CONFIG_EXAMPLE=y\n")

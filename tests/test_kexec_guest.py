@@ -43,11 +43,10 @@ CHECKOUT = Path(__file__).resolve().parents[1]
 # 10 s, and seven perfline commands in the guest, each 70-120 s at a load average of
 # 12-15 (Python's start-up and imports under emulation).
 GUEST_TIMEOUT_S = 3600.0
-DRIVER = """\
-#!/bin/sh
-# The test's steps, one per boot of the default kernel; the step number is kept on the
-# root disk, whose QEMU overlay lives across the guest's reboots and kexecs.
-[ "$(uname -r)" = "{default}" ] || exit 0
+# The drivers' first step, after their checks of the boot: the store and the code on the
+# second disk, the step kept on the root disk (whose QEMU overlay lives across the
+# guest's reboots and kexecs), and the machine's opt-in at step 0.
+FIRST_STEP = """\
 export PYTHONPATH={mount}/src PERFLINE_CACHE_DIR={mount}/cache PERFLINE_DB={db}
 perfline() {{ {python} -m perfline "$@"; }}
 step=$(cat /var/lib/perfline-test-step 2>/dev/null || echo 0)
@@ -55,6 +54,12 @@ echo "@perfline-test step $step on $(uname -r)"
 case $step in
 0)  echo 1 > /var/lib/perfline-test-step
     perfline kernels allow-kexec && perfline kernels install-resume || systemctl poweroff
+"""
+DRIVER = """\
+#!/bin/sh
+# The test's steps, one per boot of the default kernel.
+[ "$(uname -r)" = "{default}" ] || exit 0
+""" + FIRST_STEP + """\
     perfline run rcu-gp -p iterations=2 --repeat 3 --warmup 0 --no-monitors --label kexec-6.12 \\
         --target kexec --kernel debian-6.12 || {{ echo "@perfline-test run failed"; systemctl poweroff; }} ;;
 1)  echo 2 > /var/lib/perfline-test-step
@@ -191,6 +196,56 @@ def test_a_kernel_tracker_on_the_fleet_with_the_lab_machine_as_worker(
     status = json.loads(subprocess.run([sys.executable, "-m", "perfline", "track", "status", "lab", "--json"],
                                        env=env, capture_output=True, text=True, timeout=120, check=True).stdout)
     assert status[0]["tested"] == 1 and status[0]["pending"] == 0, status
+
+
+AB_DRIVER = """\
+#!/bin/sh
+# `ab --target kexec` on the lab machine: side A on the default kernel's own image
+# (kexec'd into again), side B on 6.12, one block each. The resume unit boots the next
+# block and compares; this driver only starts the ab, and powers off once it is over.
+[ "$(uname -r)" = "{default}" ] || exit 0
+grep -q perfline.boot= /proc/cmdline && exit 0   # side A's boot: the resume unit's
+""" + FIRST_STEP + """\
+    perfline ab rcu-gp -p iterations=2 --warmup 0 --no-monitors --label ab-kexec --target kexec \\
+        --a kernel:debian-6.1 --b kernel:debian-6.12 --pairs 2 --blocks 1 \\
+        || {{ echo "@perfline-test ab failed"; systemctl poweroff; }} ;;
+*)  state=$(perfline kernels series 1 --json | {python} -c 'import json, sys; print(json.load(sys.stdin)["state"])')
+    [ "$state" = open ] && {{ echo "@perfline-test the ab goes on"; exit 0; }}
+    echo "@perfline-test done ($state)"
+    systemctl poweroff ;;
+esac
+"""
+
+
+def test_an_ab_over_kexec_boots_on_the_lab_machine(
+    tmp_path: Path, debian_kernels: dict[str, Kernel], postgres_server: PrivateServer
+) -> None:
+    """The sides on 6.1 and 6.12, one boot each: the ab goes on from the store after
+    each boot (the resume unit boots B once A is back) and compares at the end."""
+    default, tested = debian_kernels["debian-6.1"], debian_kernels["debian-6.12"]
+    url = postgres_server.create_database("kexec_ab_guest")
+    driver = AB_DRIVER.format(default=default.release, mount=TEST_DISK_MOUNT, db=guest_url(url),
+                              python=VENV / "bin" / "python")
+    disk = guest_disk(tmp_path, driver, {f"cache/kernels/{k.name}": k.directory for k in (default, tested)})
+    text = run_guest(tmp_path, default, tested, disk)
+    assert "@perfline-test done (done)" in text, f"the guest did not finish; its console ended:\n{text[-6000:]}"
+
+    store = Store.open(url)
+    [series] = store.kexec_series_list()
+    assert (series.kind, series.state) == ("ab", "done") and [s["side"] for s in series.steps] == ["A", "B"]
+    boots = store.series_boots(series.id)
+    assert [(b.kernel, b.state, b.series_step) for b in boots] == [
+        ("debian-6.1", "returned", 0), ("debian-6.12", "returned", 1)], boots
+    for boot, kernel in zip(boots, (default, tested), strict=True):
+        [run_id] = boot.run_ids
+        detail = store.get_run(run_id)
+        assert detail.info.status == "completed" and detail.info.label == "ab-kexec"
+        assert detail.fingerprint["kernel_release"] == kernel.release
+        assert detail.fingerprint["boot"]["how"] == "kexec" and detail.fingerprint["boot"]["from"] == default.release
+        assert len({s.repetition for s in detail.samples}) == 2
+    # The comparison was printed by the resume unit after the last block.
+    assert "ab series 1: all 2 blocks measured; comparing" in text, text[-6000:]
+    assert text.count("Linux version 6.12") >= 1
 
 
 def guest_url(url: str) -> str:

@@ -61,6 +61,20 @@ def test_without_the_opt_in_target_kexec_is_one_line_and_changes_nothing(tmp_pat
     assert not (tmp_path / "db").exists() and not machine_settings.settings_path().exists()
 
 
+def test_without_the_resume_unit_target_kexec_is_one_line_and_opens_no_store(
+        tmp_path: Path, debian_kernels: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_qemu_target import TEST_CACHE
+
+    monkeypatch.setenv(machine_settings.SETTINGS_ENV, str(tmp_path / "machine.yaml"))
+    machine_settings.allow_kexec()
+    proc = subprocess.run([sys.executable, "-m", "perfline", "--db", str(tmp_path / "db"), "run", "rcu-gp",
+                           "--target", "kexec", "--kernel", "debian-6.12"], capture_output=True, text=True,
+                          timeout=120, check=False, env={**os.environ, CACHE_ENV: str(TEST_CACHE)})
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ")
+    assert "no resume unit: run `perfline kernels install-resume`" in proc.stderr
+    assert not (tmp_path / "db").exists()
+
+
 def test_a_job_file_with_target_kexec_is_refused_the_same_way(tmp_path: Path) -> None:
     job = tmp_path / "job.yaml"
     job.write_text("benchmark: rcu-gp\ntarget: kexec\nkernel: debian-6.12\n")
@@ -169,13 +183,13 @@ def test_refusals_by_the_running_kernel(tmp_path: Path) -> None:
     assert "locked down" in str(kexec.refusal(root)) and "Secure Boot" in str(kexec.refusal(root))
 
 
-def plan(store: Store, root: Path, token: str, cases: list[Case]) -> KexecBoot:
+def plan(store: Store, root: Path, token: str, cases: list[Case], how: str = "kexec") -> KexecBoot:
     running = kexec.RunningKernel.read(root)
     return store.plan_kexec_boot(PlannedBoot(
         machine_id="0123456789abcdef0123456789abcdef", hostname="lab1", kernel="debian-6.12", release=RELEASE_612,
         banner=BANNER_612, sha256="0" * 64, cmdline=f"root=/dev/vda panic=10 perfline.boot={token}", token=token,
         default_release=running.release, cases=[case_to_json(c) for c in cases], label="try", kernel_commit=None,
-        boot_id_before=running.boot_id, fleet_attempt=None))
+        boot_id_before=running.boot_id, fleet_attempt=None, how=how, series_id=None, series_step=None))
 
 
 def test_resume_measures_once_on_the_right_kernel_and_comes_back(tmp_path: Path) -> None:

@@ -36,6 +36,8 @@ BISECT, CONFIRM, HISTORY, UNSTEADY, FAILED = "bisect", "confirm", "history", "un
 NOT_EVIDENCE = (HISTORY, UNSTEADY, FAILED)
 # How the build row of a commit the benchmark failed at begins (the rest: its output).
 BENCHMARK_FAILED = "benchmark failed"
+# How a kexec bisection's untestable commit whose kernel did not boot starts its build row.
+BOOT_FAILED = "boot-failed"
 # A slow spell of a shared VM lasts seconds: wait this long between retakes. The guard's
 # patience says when a machine that stays slow stops the bisection (it can be resumed).
 UNSTEADY_WAIT_S = 2.0
@@ -51,11 +53,13 @@ class BisectError(RuntimeError):
 
 
 class MeasureFailed(RuntimeError):
-    """The benchmark could not produce a value at this commit; `run_id`: its failed run."""
+    """The benchmark could not produce a value at this commit; `run_id`: its failed run.
+    `untestable`: no second try can (its kernel did not boot): untestable at once."""
 
-    def __init__(self, message: str, run_id: int | None = None) -> None:
+    def __init__(self, message: str, run_id: int | None = None, untestable: bool = False) -> None:
         super().__init__(message)
         self.run_id = run_id
+        self.untestable = untestable
 
 
 class Measure(Protocol):
@@ -210,6 +214,9 @@ def drive(
     def failed(index: int, exc: MeasureFailed) -> bool:
         """A failed measurement: True to measure the commit again on a fresh build, False
         once it failed on two builds (it is then untestable, both failures said)."""
+        if exc.untestable:
+            store.add_bisect_build(record.id, BisectBuild(index, False, 0.0, str(exc)))
+            return False
         earlier = [s for s in store.bisect_samples(record.id) if s.phase == FAILED and s.commit_index == index]
         if not earlier:
             builder.rebuild(commits[index].sha)
@@ -285,4 +292,6 @@ def drive(
 
 def untestable_reason(build: BisectBuild) -> str:
     """Why a commit is untestable, in a few words, from its failed build row."""
+    if build.log_tail.startswith(BOOT_FAILED):
+        return "its kernel did not boot"
     return "the benchmark failed on two builds" if build.log_tail.startswith(BENCHMARK_FAILED) else "did not build"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from perfline.bisect import kexec_probe
 from perfline.bisect.driver import Measure, MeasureFailed
 from perfline.builds import kernel
 from perfline.builds.worktree import Builder
@@ -26,6 +27,7 @@ from perfline.records.job import Case, JobSpec
 from perfline.records.metric import Measurement
 from perfline.records.status import RunStatus
 from perfline.runner import RunContext, RunOutcome, execute
+from perfline.runner.kexec_resume import THIS_MACHINE, BootSteps
 from perfline.store import Store
 from perfline.store.bisections import BisectionRecord
 from perfline.targets import local
@@ -76,8 +78,9 @@ class _Quiet:
 
 @contextmanager
 def measurement(store: Store, record: BisectionRecord, case: Case, builder: Builder,
-                notify: Notify) -> Iterator[Measure]:
-    """The bisection's Measure: build (or find built) the commit, run the case there."""
+                notify: Notify, boot_steps: BootSteps = THIS_MACHINE) -> Iterator[Measure]:
+    """The bisection's Measure: build (or find built) the commit, run the case there. A
+    case of target kexec is measured in a boot of the commit's kernel (kexec_probe)."""
     spec = record.spec
     ctx = RunContext(store=store, fingerprint=local.fingerprint, observer=_Quiet(notify), label=f"bisect-{record.id}")
 
@@ -88,19 +91,28 @@ def measurement(store: Store, record: BisectionRecord, case: Case, builder: Buil
                 built = kernel.register(builder.kept(commit.sha), kernel.kernel_name(record.id, commit.sha), commit.sha)
             except (kernel.KernelBisectError, KernelError) as exc:
                 raise MeasureFailed(str(exc)) from exc
+            if case.target == "kexec":
+                run_id = kexec_probe.probe(store, record, case, built.name, commit.sha, tree_index, boot_steps)
+                return _value(store, run_id, spec.metric, spec.command, None), run_id
             here = kernel.with_kernel(case, built.name)
         else:
             tree = built_tree(builder, commit.sha)
         builder.settle()
         outcome = execute(here, replace(ctx, kernel_commit=commit.sha, tree=tree))
-        if outcome.status != RunStatus.COMPLETED:
-            raise MeasureFailed(_why(outcome, spec.command, tree), outcome.run_id)
-        values = [s.value for s in store.get_run(outcome.run_id).samples if s.metric.name == spec.metric]
-        if not values:
-            raise MeasureFailed(f"run {outcome.run_id} has no samples of {spec.metric}", outcome.run_id)
-        return float(np.mean(values)), outcome.run_id
+        return _value(store, outcome.run_id, spec.metric, spec.command, tree), outcome.run_id
 
     yield measure
+
+
+def _value(store: Store, run_id: int, metric: str, command: str | None, tree: Path | None) -> float:
+    """A probe's sample: the mean of the run's values of the metric."""
+    run = store.get_run(run_id)
+    if run.info.status != RunStatus.COMPLETED:
+        raise MeasureFailed(_why(run.info.status, run.error, command, tree), run_id)
+    values = [s.value for s in run.samples if s.metric.name == metric]
+    if not values:
+        raise MeasureFailed(f"run {run_id} has no samples of {metric}", run_id)
+    return float(np.mean(values))
 
 
 def built_tree(builder: Builder, sha: str) -> Path:
@@ -111,8 +123,8 @@ def built_tree(builder: Builder, sha: str) -> Path:
     return builder.tree(sha)
 
 
-def _why(outcome: RunOutcome, command: str | None, tree: Path | None) -> str:
-    error = outcome.error or outcome.status
+def _why(status: str, error: str | None, command: str | None, tree: Path | None) -> str:
+    error = error or status
     if command is not None and tree is not None and any(s in error for s in _NOT_FOUND):
         return (f"{error}, run in the commit's worktree {tree}: the command runs where the program under "
                 f"test is built, so a script of your own needs an absolute path (e.g. $PWD/"

@@ -25,10 +25,11 @@ from perfline.records.errors import UserError
 from perfline.records.job import Case, JobError, JobSpec
 from perfline.records.metric import Direction
 from perfline.records.status import BisectionStatus
+from perfline.runner.kexec_resume import THIS_MACHINE, BootSteps
 from perfline.store import Store
 from perfline.store.bisections import BisectionRecord, BisectionSpec, BisectSample
 from perfline.system.speed import PATIENCE_S, TOLERANCE, PaceGuard
-from perfline.targets import local
+from perfline.targets import kexec, local, machine_settings
 
 Notify = Callable[[str], None]
 
@@ -91,10 +92,11 @@ def _job(request: StartRequest) -> JobSpec:
 
 
 def _case(job: JobSpec, booted: bool) -> Case:
-    """The job's one case, measured once per probe; `booted`: as a VM of each build."""
+    """The job's one case, measured once per probe; `booted`: as a VM of each build, or
+    with target kexec as this machine booted into each build (bisect.kexec_probe)."""
     with _kernel_hint(booted):
         case = probe_case(job)
-    return kernel.vm_case(case, str(job.path)) if booted else case
+    return kernel.vm_case(case, str(job.path)) if booted and case.target != "kexec" else case
 
 
 @contextmanager
@@ -103,7 +105,7 @@ def _kernel_hint(booted: bool) -> Iterator[None]:
     try:
         yield
     except JobError as exc:
-        if booted and "target qemu needs a kernel" in exc.message:
+        if booted and "needs a kernel" in exc.message:
             raise UserError(f"{exc}; with --kernel-tree any registered kernel will do, each probe boots its own "
                             "build (or make the job local: it then boots with the VM defaults)") from None
         raise
@@ -127,6 +129,11 @@ def start(store: Store, request: StartRequest, notify: Notify) -> BisectionRecor
     booted = request.kernel_tree is not None
     job = _job(request)
     case = _case(job, booted)
+    if case.target == "kexec":
+        # Before anything is stored: a machine that may not boot the probes' kernels refuses now.
+        settings = machine_settings.load()
+        kexec.require_opt_in(settings)
+        kexec.require_resume_unit(settings)
     direction = _direction(request, job)
     tree = request.kernel_tree or request.repo
     assert tree is not None
@@ -196,7 +203,7 @@ def probe_case_of(record: BisectionRecord, booted: bool) -> Case:
 
 def run(store: Store, record: BisectionRecord, progress: Progress, notify: Notify,
         pace_tolerance: float | None = TOLERANCE, allowed: Callable[[], bool] | None = None, *,
-        patience_s: float = PATIENCE_S) -> Outcome:
+        patience_s: float = PATIENCE_S, boot_steps: BootSteps = THIS_MACHINE) -> Outcome:
     """Carry the bisection out from where its stored samples leave it to its end.
 
     A bisection that cannot start (an endpoint does not build or cannot be measured) is
@@ -204,6 +211,8 @@ def run(store: Store, record: BisectionRecord, progress: Progress, notify: Notif
     Either raises BisectionFailed. At its end the worktrees it made are removed.
     `allowed`: asked before every probe; False pauses the bisection (resumable).
     `patience_s`: how long a machine that stays slow is waited for before it stops.
+    A kernel bisection with target kexec stops (MachineBooting, the bisection running)
+    at each probe that boots a kernel; `perfline resume` carries it on after the boot.
     """
     if record.status == BisectionStatus.FAILED:
         raise UserError(f"bisection {record.id} failed: {(record.result or {}).get('error', '?')}; "
@@ -214,11 +223,13 @@ def run(store: Store, record: BisectionRecord, progress: Progress, notify: Notif
     commits = commits_of(record)
     builder = builder_for(record, notify)
     case = probe_case_of(record, isinstance(builder, kernel.KernelBuilder))
-    # None: no guard (docs/bisect.md, "Machines whose speed changes").
-    guard = None if pace_tolerance is None else PaceGuard(tolerance=pace_tolerance, patience_s=patience_s)
+    # None: no guard (docs/bisect.md, "Machines whose speed changes"); with target kexec
+    # the sample was taken in another boot, so this one's pace says nothing of it.
+    guard = (None if pace_tolerance is None or case.target == "kexec"
+             else PaceGuard(tolerance=pace_tolerance, patience_s=patience_s))
     if guard is not None:
         guard.settle()
-    with measurement(store, record, case, builder, notify) as measure:
+    with measurement(store, record, case, builder, notify, boot_steps) as measure:
         try:
             outcome = drive(store, record.id, builder, commits, measure, progress, guard, allowed)
         except BisectError as exc:

@@ -39,8 +39,8 @@ from perfline.cli.help_style import COMPARE, FLEET, INTEROP, KERNELS, MACHINE, M
 from perfline.cli.history import detect, history, regressions_app
 from perfline.cli.interop import export, import_
 from perfline.cli.kernels import kernels_app
+from perfline.cli.kexec import DEFAULT_BLOCKS, resume, start_kexec, start_kexec_ab
 from perfline.cli.kexec import require_opt_in as require_kexec_opt_in
-from perfline.cli.kexec import resume, start_kexec
 from perfline.cli.migration import migration_cost
 from perfline.cli.report import report_app
 from perfline.cli.serve import serve
@@ -90,6 +90,8 @@ def main_options(
 # The qemu target's options, the same for `run` and `ab`.
 KernelOption = Annotated[str | None, typer.Option(help="qemu, kexec: a kernel from `perfline kernels list`.")]
 CmdlineOption = Annotated[str | None, typer.Option(help="qemu, kexec: extra kernel parameters.")]
+BootOption = Annotated[str | None, typer.Option(
+    help="kexec: `reboot` boots through GRUB's one-shot entry where kexec is refused (default: kexec only).")]
 VmCpusOption = Annotated[int | None, typer.Option(help="qemu: virtual CPUs (default 2).")]
 VmMemoryOption = Annotated[int | None, typer.Option(help="qemu: memory in MiB (default 1024).")]
 AccelOption = Annotated[str | None, typer.Option(help="qemu: auto, kvm or tcg (default auto).")]
@@ -198,6 +200,7 @@ def run(
     ] = None,
     kernel: KernelOption = None,
     cmdline: CmdlineOption = None,
+    boot: BootOption = None,
     vm_cpus: VmCpusOption = None,
     vm_memory: VmMemoryOption = None,
     accel: AccelOption = None,
@@ -219,7 +222,7 @@ def run(
         require_kexec_opt_in()  # first: without it, one line and nothing else happens
     request = CommandLineJob(what, param or [], monitor, no_monitors, repeat, precision, max_repeat, warmup,
                              sysctl or [], sysfs or [], governor, pin, load,
-                             Target(target, kernel, cmdline, vm_cpus, vm_memory, accel), tune)
+                             Target(target, kernel, cmdline, vm_cpus, vm_memory, accel, boot), tune)
     job, given = build_job(request)
     cases = expand(job)
     if job.target == "kexec":
@@ -450,10 +453,14 @@ def ab(
     label: Annotated[str | None, typer.Option(help="Label stored with both runs.")] = None,
     kernel_commit: Annotated[str | None, typer.Option(help="Commit of the kernel.")] = None,
     target: Annotated[
-        str | None, typer.Option(help="local, or qemu: boot --kernel or each side's kernel:NAME in a VM.")
+        str | None, typer.Option(help="local; qemu: boot --kernel or each side's kernel:NAME in a VM; kexec: "
+                                 "boot this machine into each side's kernel, one boot per block.")
     ] = None,
+    blocks: Annotated[int, typer.Option(
+        help="kexec: boots a side; the pairs are split over them, and the blocks interleaved.")] = DEFAULT_BLOCKS,
     kernel: KernelOption = None,
     cmdline: CmdlineOption = None,
+    boot: BootOption = None,
     vm_cpus: VmCpusOption = None,
     vm_memory: VmMemoryOption = None,
     accel: AccelOption = None,
@@ -473,11 +480,17 @@ def ab(
     if target == "kexec":
         require_kexec_opt_in()
     request = CommandLineJob(what, param or [], monitor, no_monitors, warmup=warmup,
-                             target=Target(target, kernel, cmdline, vm_cpus, vm_memory, accel), tune=tune)
+                             target=Target(target, kernel, cmdline, vm_cpus, vm_memory, accel, boot), tune=tune)
     plan = _sequential_plan(pairs, max_pairs, alpha)
     most = plan.looks[-1] if plan else int(pairs)
     case_a, case_b = build_ab(request, a, b, most)
     floors = _metric_floors(metric_floor or [])
+    if target == "kexec" or case_a.target == "kexec":
+        if plan:
+            raise fail("--pairs auto with target kexec: give a number of pairs (each block is a boot)")
+        start_kexec_ab(case_a, case_b, most, blocks, label, kernel_commit,
+                       {"alpha": alpha, "floor": floor, "metric_floors": floors})
+        return
 
     def decided(metric: Metric, base: list[float], other: list[float]) -> bool:
         assert plan is not None

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from perfline.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, errors, fail, notify, open_store
 from perfline.cli.help_style import App
@@ -141,16 +142,29 @@ def _pace_tolerance(text: str) -> float | None:
     return value
 
 
+def carry_on(store: Store, record: BisectionRecord) -> None:
+    """A kexec bisection after one of its boots, back on the default kernel (`perfline
+    resume`): on to its next probe's boot, or to its end."""
+    _run(store, record, as_json=False, pace_tolerance=None)
+
+
 def _run(store: Store, record: BisectionRecord, as_json: bool, pace_tolerance: float | None,
          patience_s: float = PATIENCE_S) -> None:
     from perfline.bisect.session import BisectionFailed, commits_of, run
     from perfline.records.status import BisectionStatus
     from perfline.report.bisection import outcome_lines, probes_table
     from perfline.runner import terminate_as_interrupt  # not above: the runner is slow to import
+    from perfline.runner.kexec_resume import MachineBooting
 
     with _progress(record.spec.max_runs) as update, terminate_as_interrupt():
         try:
             outcome = run(store, record, update, notify, pace_tolerance, patience_s=patience_s)
+        except MachineBooting as booting:
+            # Not a crash: the probe's kernel boots, and `perfline resume` carries the bisection on.
+            errors.print(f"bisection {record.id}: probing {escape(booting.boot.kernel_commit or '?')[:12]} in kexec "
+                         f"boot {booting.boot.id} ({escape(booting.boot.release)}); `perfline resume` measures it "
+                         "after the boot and carries the bisection on", highlight=False, soft_wrap=True)
+            return
         except BisectionFailed as exc:
             state = "failed" if exc.record.status == BisectionStatus.FAILED else "stopped"
             raise fail(f"bisection {record.id} {state}: {exc}", EXIT_FAILED) from None

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from perfline.cli.common import EXIT_FAILED, console, errors, fail
 from perfline.cli.help_style import App
-from perfline.cli.kexec import allow_kexec, boots, install_resume
+from perfline.cli.kexec import allow_kexec, boots, install_resume, series
 from perfline.system.process import ToolMissing
 from perfline.targets.kernel_build import LOG_NAME, KernelBuildFailed, build_kernel
 from perfline.targets.kernels import (
@@ -32,6 +32,7 @@ kernels_app = App(
 kernels_app.command("allow-kexec")(allow_kexec)
 kernels_app.command("install-resume")(install_resume)
 kernels_app.command("boots")(boots)
+kernels_app.command("series")(series)
 
 ReplaceOption = Annotated[bool, typer.Option("--replace", help="Overwrite a kernel of that name.")]
 

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from perfline.store import Store
     from perfline.store.kexec_boots import KexecBoot
 
+# `ab --target kexec`: boots a side, unless --blocks says otherwise.
+DEFAULT_BLOCKS = 3
 # What the resume unit needs of the environment it was installed from.
 UNIT_ENVIRONMENT = ("PYTHONPATH", "PERFLINE_CACHE_DIR", "XDG_CACHE_HOME", "PERFLINE_STATE_DIR",
                     "XDG_STATE_HOME", "PERFLINE_NATIVE_DIR", machine_settings.SETTINGS_ENV)
@@ -87,10 +89,10 @@ def boots(
         print(json.dumps([vars(boot) for boot in listed], indent=2, default=str))
         return
     table = Table(title="kexec boots", title_justify="left")
-    for column in ("id", "machine", "kernel", "release", "state", "runs", "error"):
+    for column in ("id", "machine", "kernel", "release", "how", "state", "runs", "error"):
         table.add_column(column)
     for boot in listed:
-        table.add_row(str(boot.id), boot.hostname, boot.kernel, boot.release, boot.state,
+        table.add_row(str(boot.id), boot.hostname, boot.kernel, boot.release, boot.how, boot.state,
                       ", ".join(map(str, boot.run_ids)), boot.error or "")
     console.print(table)
 
@@ -112,10 +114,49 @@ def resume(
                       else f"kexec boot {given_up.id} abandoned")
         return
     resumed = resume_here(store)
+    if resumed.boot is not None and resumed.boot.series_id is not None:
+        _go_on_with_series(store, resumed.boot)
     if resumed.reboot:
         kexec.reboot()
     if resumed.outcome == "boot-failed":
         raise typer.Exit(EXIT_FAILED)
+
+
+def _go_on_with_series(store: Store, boot: KexecBoot) -> None:
+    """An ab over boots: the next block's boot, or, after the last, the comparison. A
+    bisection's probe: the bisection carried on."""
+    from perfline.analysis.kexec_ab import comparison
+    from perfline.report.comparison_table import comparison_view
+    from perfline.runner import kexec_series
+
+    if store.kexec_series(boot.series_id or 0).kind == "bisect":
+        _go_on_with_bisection(store, boot)
+        return
+    said = kexec_series.go_on(store, boot, machine_settings.load())
+    if said is None:
+        return
+    notify(said)
+    series = store.kexec_series(boot.series_id or 0)
+    if series.state in ("done", "failed") and (compared := comparison(store, series)) is not None:
+        console.print(comparison_view(compared))
+
+
+def _go_on_with_bisection(store: Store, boot: KexecBoot) -> None:
+    from perfline.bisect.kexec_probe import bisection_of
+    from perfline.cli.bisect import carry_on
+    from perfline.records.status import BisectionStatus
+
+    series = store.kexec_series(boot.series_id or 0)
+    if series.state != "open" or boot.state not in ("returned", "boot-failed"):
+        return
+    record = store.bisection(bisection_of(series.settings))
+    try:
+        if record.status == BisectionStatus.RUNNING:
+            carry_on(store, record)
+    finally:
+        status = store.bisection(record.id).status
+        if status != BisectionStatus.RUNNING:
+            store.end_kexec_series(series.id, "failed" if status == BisectionStatus.FAILED else "done")
 
 
 def resume_here(store: Store, root: Path = Path("/")) -> Resumed:
@@ -156,11 +197,98 @@ def start_kexec(cases: list[Case], label: str | None, kernel_commit: str | None)
     from perfline.runner.kexec_resume import start
 
     settings = machine_settings.load()
-    kexec.require_opt_in(settings)  # before the store is opened: nothing changes on refusal
+    # Before the store is opened: nothing changes on refusal, not even a new store file.
+    kexec.require_opt_in(settings)
+    kexec.require_resume_unit(settings)
     boot = start(open_store(), cases, settings, label=label, kernel_commit=kernel_commit)
-    errors.print(f"kexec boot {boot.id}: booting {escape(boot.kernel)} ({escape(boot.release)}) with "
+    say_booting(boot)
+
+
+def say_booting(boot: KexecBoot) -> None:
+    """The one line before the machine goes down: what boots, how, and what goes on after."""
+    how = ""
+    if boot.how == "reboot":
+        how = (f" through GRUB's one-shot entry (kexec is refused here: {escape(kexec.refusal() or 'refused')}; "
+               "the job allows `boot: reboot`)")
+    errors.print(f"kexec boot {boot.id}: booting {escape(boot.kernel)} ({escape(boot.release)}){how} with "
                  f"[dim]{escape(boot.cmdline)}[/dim]; `perfline resume` goes on after the boot "
                  "(`perfline kernels boots` shows how it went)", highlight=False, soft_wrap=True)
+
+
+def start_kexec_ab(case_a: Case, case_b: Case, pairs: int, blocks: int, label: str | None,
+                   kernel_commit: str | None, compare: dict[str, object]) -> None:
+    """`ab --target kexec`: the plan written to the store, then the first block's boot."""
+    from perfline.runner.kexec_series import block_sizes, plan_steps, start_ab
+
+    settings = machine_settings.load()
+    kexec.require_opt_in(settings)  # before the store is opened, as for `run`
+    kexec.require_resume_unit(settings)
+    if not 1 <= blocks <= pairs:
+        raise UserError(f"--blocks {blocks}: give 1 to --pairs ({pairs}) boots a side")
+    series, boot = start_ab(open_store(), case_a, case_b, pairs, blocks, settings, label=label,
+                            kernel_commit=kernel_commit, compare=compare)
+    order = " ".join(str(step["side"]) for step in plan_steps(case_a, case_b, pairs, blocks))
+    sizes = sorted(set(block_sizes(pairs, blocks)))
+    errors.print(f"ab over kexec boots (series {series.id}): {blocks} block{'s' if blocks > 1 else ''} a side of "
+                 f"{' or '.join(map(str, sizes))} repetitions, one boot each, in the order {order}; "
+                 "`perfline resume` goes on after every boot, from the store, and compares after the last "
+                 f"(`perfline kernels series {series.id}` shows how far it is)", highlight=False, soft_wrap=True)
+    say_booting(boot)
+
+
+def series(
+    series_id: Annotated[int | None, typer.Argument(help="A series id; without it, the recent series.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """An ab over kexec boots: its blocks, how far it is, and its comparison so far.
+
+    Example: perfline kernels series 3
+    """
+    from perfline.analysis.kexec_ab import comparison
+    from perfline.report.comparison_table import comparison_json, comparison_view
+
+    store = open_store()
+    if series_id is None:
+        listed = store.kexec_series_list()
+        if as_json:
+            print(json.dumps([vars(one) for one in listed], indent=2, default=str))
+            return
+        if not listed:
+            console.print("no ab over kexec boots yet: `perfline ab JOB --target kexec --a kernel:NAME --b "
+                          "kernel:NAME` starts one")
+            return
+        table = Table(title="kexec series", title_justify="left")
+        for column in ("id", "kind", "machine", "blocks", "state", "error"):
+            table.add_column(column)
+        for one in listed:
+            table.add_row(str(one.id), one.kind, one.machine_id[:12], str(len(one.steps)), one.state, one.error or "")
+        console.print(table)
+        return
+    try:
+        one = store.kexec_series(series_id)
+    except LookupError as exc:
+        raise UserError(f"{exc}: `perfline kernels series` lists them") from None
+    boots_of = store.series_boots(one.id)
+    compared = comparison(store, one)
+    if as_json:
+        print(json.dumps({**vars(one), "boots": [vars(boot) for boot in boots_of],
+                          "comparison": None if compared is None else comparison_json(compared)},
+                         indent=2, default=str))
+        return
+    table = Table(title=f"kexec series {one.id} ({one.kind}): {one.state}" + (f": {one.error}" if one.error else ""),
+                  title_justify="left")
+    for column in ("block", "side", "kernel", "boot", "state", "runs"):
+        table.add_column(column)
+    by_step = {boot.series_step: boot for boot in boots_of}
+    for step, planned in enumerate(one.steps):
+        boot = by_step.get(step)
+        kernel = str(planned["case"]["boot_kernel"]) if isinstance(planned["case"], dict) else ""
+        table.add_row(str(step + 1), str(planned["side"]), kernel, "" if boot is None else str(boot.id),
+                      "to come" if boot is None else boot.state,
+                      "" if boot is None else ", ".join(map(str, boot.run_ids)))
+    console.print(table)
+    if compared is not None:
+        console.print(comparison_view(compared))
 
 
 def require_opt_in() -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -32,37 +32,16 @@ from perfline.fleet.trees import TreeFailed, local_repo
 from perfline.records.job import Case, case_from_json, case_to_json
 from perfline.records.status import RunStatus
 from perfline.runner import RunContext, kexec_resume
+from perfline.runner.kexec_resume import BootSteps, MachineBooting
 from perfline.store import Store
 from perfline.store.kexec_boots import KexecBoot
-from perfline.targets import kexec, machine_settings
+from perfline.targets import machine_settings
 
 KIND = "kernel"
 BOOT_FAILED = "boot-failed"
 BOOT_S = float(os.environ.get("PERFLINE_FLEET_BOOT_S", "3600"))
 IMAGES_ENV = "PERFLINE_FLEET_IMAGES"
 Say = Callable[[str], None]
-
-
-class MachineBooting(Exception):
-    """The machine is booting the job's kernel: the worker stops; `perfline resume` goes on."""
-
-    def __init__(self, boot: KexecBoot) -> None:
-        super().__init__(f"kexec boot {boot.id} into {boot.kernel}")
-        self.boot = boot
-
-
-@dataclass(frozen=True)
-class BootSteps:
-    """How this machine stages and boots a kernel, and where its /proc and /etc are: the
-    real ones on a lab machine; a test of the logic passes its own, so that nothing it
-    runs boots the host it runs on."""
-
-    root: Path = Path("/")
-    stage: kexec_resume.Stage = kexec.load
-    boot: kexec_resume.Step = kexec.execute
-
-
-THIS_MACHINE = BootSteps()
 
 
 def job_args(case: Case, label: str, commit: str, repo: str, config: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from perfline.fleet.stalled import STALLED_S, take_back_stalled
 from perfline.records.metric import Measurement
 from perfline.records.status import RunStatus
 from perfline.runner import RunContext, RunOutcome
+from perfline.runner.kexec_resume import THIS_MACHINE, BootSteps, MachineBooting
 from perfline.store import Store
 from perfline.store.fleet import MachineFacts
 from perfline.system.process import tail
@@ -67,13 +68,13 @@ class WorkerSettings:
 class FleetWorker:
     def __init__(self, store: Store, queue: FleetQueue, facts: MachineFacts, settings: WorkerSettings,
                  say: Callable[[str], None], images: Path | None = None,
-                 boot_steps: kernel_jobs.BootSteps = kernel_jobs.THIS_MACHINE) -> None:
+                 boot_steps: BootSteps = THIS_MACHINE) -> None:
         self.store, self.queue, self.facts, self.settings, self.say = store, queue, facts, settings, say
         # Kernel jobs: the fleet's shared directory of built kernels, and how this machine boots.
         self.images, self.boot_steps = images, boot_steps
         # Set once the machine is going down into a kernel job's kernel: the job is the
         # resume's now, whatever stops this worker.
-        self.booting: kernel_jobs.MachineBooting | None = None
+        self.booting: MachineBooting | None = None
         self._going_down = False
         self.queues = [class_queue(facts.machine_class), machine_queue(facts.name)]
         self.worker_id = 0
@@ -170,7 +171,7 @@ class FleetWorker:
         self.say(f"job {job.id}: started (attempt {job.attempts + 1})")
         try:
             outcome = self._run(job, attempt)
-        except kernel_jobs.MachineBooting as booting:
+        except MachineBooting as booting:
             # The attempt stays running: the resume after the boot ends it.
             self.booting = booting
             self.say(f"job {job.id}: {booting}; the machine goes down")

@@ -33,6 +33,7 @@ class Target:
     cpus: int | None = None
     memory_mb: int | None = None
     accel: str | None = None
+    boot: str | None = None  # kexec: `reboot` where kexec is refused
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,7 @@ def expand(job: JobSpec) -> list[Case]:
                 vm=job.vm,
                 tune=job.tune,
                 boot_kernel=job.boot_kernel,
+                boot=job.boot,
             )
         )
     return cases

@@ -23,7 +23,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from perfline.benchmarks import Benchmark, Param
 from perfline.jobs.lookup import benchmark_class
 from perfline.jobs.matrix import check_size
-from perfline.jobs.vm import KEXEC_KEYS, VM_KEYS, boot_kernel, check_guest_job, vm_spec, with_target
+from perfline.jobs.vm import BOOT_WAYS, KEXEC_KEYS, VM_KEYS, boot_kernel, check_guest_job, vm_spec, with_target
 from perfline.monitors import DEFAULT_MONITORS, MONITORS
 from perfline.records.job import (
     AUTO_MAX_REPEAT,
@@ -51,6 +51,7 @@ TOP_KEYS = (
     "load",
     "target",
     "tune",
+    "boot",
     *VM_KEYS,
 )
 DEFAULT_REPEAT = 5
@@ -388,6 +389,14 @@ class _Parser:
         for key in VM_KEYS:
             if key in top and target != "qemu" and not (target == "kexec" and key in KEXEC_KEYS):
                 raise self.error(top[key][0], f"{key} applies only to `target: qemu`")
+        boot_way = "kexec"
+        if "boot" in top:
+            node = top["boot"][1]
+            boot_way = self.string(node, "boot")
+            if target != "kexec":
+                raise self.error(top["boot"][0], "boot applies only to `target: kexec`")
+            if boot_way not in BOOT_WAYS:
+                raise self.error(node, _unknown("boot", boot_way, BOOT_WAYS))
 
         spec = JobSpec(
             name=name,
@@ -403,6 +412,7 @@ class _Parser:
             vm=vm,
             tune=tune,
             boot_kernel=boot,
+            boot=boot_way,
         )
         check_size(spec, line=self.axis_lines[0] if self.axis_lines else None)
         return spec

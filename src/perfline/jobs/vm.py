@@ -26,6 +26,8 @@ from perfline.targets.kernels import KernelError, get_kernel
 # kexec takes the first two.
 VM_KEYS = ("kernel", "cmdline", "vm_cpus", "vm_memory", "accel")
 KEXEC_KEYS = ("kernel", "cmdline")
+# `boot:` of a kexec job: `reboot` allows the boot loader's one-shot entry where kexec is refused.
+BOOT_WAYS = ("kexec", "reboot")
 MIN_MEMORY_MB = 128
 # Tunables that still mean something with a VM: load runs on this host, cmdline boots.
 GUEST_TUNABLES = ("load", "cmdline")
@@ -78,6 +80,7 @@ def with_target(
     cpus: int | None = None,
     memory_mb: int | None = None,
     accel: str | None = None,
+    boot: str | None = None,
 ) -> JobSpec:
     """The job with `perfline run --target/--kernel/...` laid over it."""
     options = {"kernel": kernel, "cmdline": cmdline, "vm_cpus": cpus, "vm_memory": memory_mb, "accel": accel}
@@ -89,6 +92,8 @@ def with_target(
     target = target or job.target
     if target not in TARGETS:
         raise fail_for("target")(f"unknown target {target!r}: expected one of {', '.join(TARGETS)}")
+    if boot is not None and (target != "kexec" or boot not in BOOT_WAYS):
+        raise fail_for("boot")(f"{boot!r}: give kexec or reboot, with --target kexec")
     if target == "kexec":
         for key in ("vm_cpus", "vm_memory", "accel"):
             if options[key] is not None:
@@ -97,12 +102,12 @@ def with_target(
         if cmdline is not None:
             tunables["cmdline"] = {"cmdline": cmdline.strip()}
         name = boot_kernel(job.boot_kernel if kernel is None else kernel, fail_for)
-        return replace(job, target=target, vm=None, boot_kernel=name, tunables=tunables)
+        return replace(job, target=target, vm=None, boot_kernel=name, tunables=tunables, boot=boot or job.boot)
     if target != "qemu":
         for key, value in options.items():
             if value is not None:
                 raise fail_for(key)("applies only to --target qemu or kexec")
-        return replace(job, target=target, vm=None, boot_kernel=None)
+        return replace(job, target=target, vm=None, boot_kernel=None, boot="kexec")
     # The job file's VM settings, where the command line gives none.
     given = asdict(job.vm) if job.vm is not None else {}
     vm = vm_spec(

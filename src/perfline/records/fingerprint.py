@@ -78,6 +78,9 @@ class Fingerprint:
 # a comparison across them measures the machines as much as the kernels.
 MACHINE_FIELDS = ("hostname", "machine_id", "arch", "cpu_model", "cpu_count", "memory_bytes")
 KERNEL_FIELDS = ("kernel_release", "kernel_version", "cmdline", "config_hash")
+# The kernel parameter that tells the boot perfline asked for (target kexec): a new value
+# every boot, so no difference between two runs.
+BOOT_TOKEN_PARAM = "perfline.boot"
 # How a side's description reads a fact its own runs do not agree on (comparison.Side).
 MIXED = "mixed: "
 # Differences in load at start below this (1-minute average) are ordinary noise.
@@ -95,6 +98,9 @@ class Difference:
 def flatten(fingerprint: dict[str, Any]) -> dict[str, str]:
     """A stored fingerprint as `key → text`, one entry per comparable fact."""
     flat = {key: str(fingerprint.get(key)) for key in (*MACHINE_FIELDS, *KERNEL_FIELDS, "target")}
+    if BOOT_TOKEN_PARAM in flat["cmdline"]:
+        flat["cmdline"] = " ".join(word for word in flat["cmdline"].split()
+                                   if word.partition("=")[0] != BOOT_TOKEN_PARAM)
     for policy, governor in fingerprint.get("governors", {}).items():
         flat[f"governor {policy}"] = governor
     for name, value in fingerprint.get("sysctls", {}).items():
@@ -123,9 +129,12 @@ def differences(
         a, b = base.get(key, "-"), other.get(key, "-")
         # A side whose own runs ran on different machines (or accelerators) measured the
         # machines too, even when the other side is mixed the same way.
-        mixed_machine = _kind(key) == "machine" and MIXED in (a[: len(MIXED)], b[: len(MIXED)])
+        kind = _kind(key)
+        mixed_machine = kind == "machine" and MIXED in (a[: len(MIXED)], b[: len(MIXED)])
+        if key == "memory_bytes" and _one_machine_two_kernels(base, other):
+            kind = "kernel"  # what each kernel leaves of the same RAM after its own reservations
         if a != b or mixed_machine:
-            found.append(Difference(key, a, b, _kind(key)))
+            found.append(Difference(key, a, b, kind))
     if loads is not None and abs(loads[0] - loads[1]) > LOAD_TOLERANCE:
         found.append(Difference("load at start (1 min)", f"{loads[0]:.2f}", f"{loads[1]:.2f}", "load"))
     return found
@@ -151,6 +160,13 @@ def config_differences(base: str, other: str) -> list[Difference]:
         for name in sorted(a.keys() | b.keys())
         if a.get(name, "n") != b.get(name, "n")
     ]
+
+
+def _one_machine_two_kernels(base: dict[str, str], other: dict[str, str]) -> bool:
+    """One machine (its machine id) booted into two kernels (target kexec)."""
+    machine = base.get("machine_id")
+    return (machine is not None and not machine.startswith(MIXED) and machine == other.get("machine_id")
+            and base.get("kernel_release") != other.get("kernel_release"))
 
 
 def _kind(key: str) -> str:

@@ -86,6 +86,9 @@ class JobSpec:
     # The registered kernel the machine boots, set exactly when target is kexec; like a
     # VM's kernel, not part of a case's identity.
     boot_kernel: str | None = None
+    # Target kexec: `reboot` lets the machine boot the kernel through the boot loader's
+    # one-shot entry where kexec is refused (targets.boot_entry); `kexec` does not.
+    boot: str = "kexec"
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,7 @@ class Case:
     # and an untuned run are the same case, told apart by their fingerprints.
     tune: bool = False
     boot_kernel: str | None = None  # target kexec: the registered kernel booted
+    boot: str = "kexec"  # target kexec: `reboot` where kexec is refused, if the job allows it
 
     @property
     def key(self) -> str:
@@ -165,6 +169,7 @@ def case_to_json(case: Case) -> dict[str, Any]:
         "repeat": case.repeat, "warmup": case.warmup, "monitors": list(case.monitors),
         "target": case.target, "precision_pct": case.precision_pct,
         "vm": None if case.vm is None else asdict(case.vm), "tune": case.tune, "boot_kernel": case.boot_kernel,
+        "boot": case.boot,
     }
 
 
@@ -176,5 +181,5 @@ def case_from_json(data: dict[str, Any]) -> Case:
         repeat=int(data["repeat"]), warmup=int(data["warmup"]), monitors=tuple(data["monitors"]),
         target=data["target"], precision_pct=data.get("precision_pct"),
         vm=None if vm is None else VmSpec(**vm), tune=bool(data.get("tune", False)),
-        boot_kernel=data.get("boot_kernel"),
+        boot_kernel=data.get("boot_kernel"), boot=data.get("boot", "kexec"),
     )

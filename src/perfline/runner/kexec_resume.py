@@ -16,19 +16,67 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from perfline.records.fingerprint import Fingerprint
 from perfline.records.job import Case, case_from_json, case_to_json
 from perfline.store import Store
 from perfline.store.kexec_boots import KexecBoot, PlannedBoot
-from perfline.targets import kexec, local
+from perfline.targets import boot_entry, kexec, local
 from perfline.targets.kernels import get_kernel
 from perfline.targets.machine_settings import MachineSettings
 
 # The machine's own boot steps; tests of the logic pass their own, and only a guest runs these.
 Step = Callable[[], None]
 Stage = Callable[[kexec.BootImage, str], None]
+
+
+@dataclass(frozen=True)
+class BootMethod:
+    """How the machine gets into the kernel: stage it, undo the staging, go down."""
+
+    how: str  # kexec, or reboot (the boot loader's one-shot entry)
+    stage: Stage
+    unstage: Step
+    go: Step
+
+
+class MachineBooting(Exception):  # noqa: N818: not an error; the machine goes down as asked
+    """The machine is booting a kernel for the work under way (a fleet job, a bisection's
+    probe): the process stops there; `perfline resume` goes on after the boot."""
+
+    def __init__(self, boot: KexecBoot) -> None:
+        super().__init__(f"kexec boot {boot.id} into {boot.kernel}")
+        self.boot = boot
+
+
+@dataclass(frozen=True)
+class BootSteps:
+    """How this machine stages and boots a kernel, and where its /proc and /etc are: the
+    real ones on a lab machine; a test of the logic passes its own, so that nothing it
+    runs boots the host it runs on. `reboot`: the one-shot entry's steps (None: GRUB's)."""
+
+    root: Path = Path("/")
+    stage: Stage = kexec.load
+    boot: Step = kexec.execute
+    reboot: BootMethod | None = None
+
+
+THIS_MACHINE = BootSteps()
+
+
+def one_shot_entry(root: Path = Path("/")) -> BootMethod:
+    """`boot: reboot`: GRUB's one-shot entry (targets.boot_entry), then `systemctl reboot`."""
+
+    def stage(image: kexec.BootImage, cmdline: str) -> None:
+        try:
+            boot_entry.stage(image.release, f"perfline: {image.name} ({image.release})", image.initrd, cmdline,
+                             root)
+        except boot_entry.EntryRefused as exc:
+            raise kexec.KexecRefused(exc.message) from None
+
+    return BootMethod("reboot", stage, partial(boot_entry.remove, root), partial(kexec.execute, "reboot"))
 
 
 @dataclass(frozen=True)
@@ -42,13 +90,21 @@ class Resumed:
     reboot: bool = False
 
 
-def start(store: Store, cases: list[Case], settings: MachineSettings, *, label: str | None = None,
-          kernel_commit: str | None = None, fleet_attempt: int | None = None, root: Path = Path("/"),
-          stage: Stage = kexec.load, boot: Step = kexec.execute) -> KexecBoot:
-    """Check everything, stage the kernel, write the boot, then boot. Any check that
-    fails is a KexecRefused and leaves nothing changed; a boot that fails to start is
-    unstaged and `abandoned`. `fleet_attempt`: the worker's attempt at the fleet job the
-    boot is for, which `perfline resume` ends."""
+@dataclass(frozen=True)
+class Checked:
+    """A boot that every check passed: what it boots, from what, and how."""
+
+    image: kexec.BootImage
+    extra: str  # the job's own kernel parameters
+    running: kexec.RunningKernel
+    machine_id: str
+    how: str  # kexec, or reboot where kexec is refused and the job allows it
+    refused: str | None  # why kexec is refused, when `how` is reboot
+
+
+def check(store: Store, cases: list[Case], settings: MachineSettings, root: Path = Path("/")) -> Checked:
+    """Everything a boot of these cases needs, each missing thing a KexecRefused that says
+    which; nothing is changed here."""
     kexec.require_opt_in(settings)
     kexec.require_resume_unit(settings)
     kernels = {(case.boot_kernel, case.cmdline) for case in cases}
@@ -57,32 +113,58 @@ def start(store: Store, cases: list[Case], settings: MachineSettings, *, label: 
                                  f"{len(kernels)} ({', '.join(sorted(f'{k} {c!r}' for k, c in kernels))}); split it")
     ((name, extra),) = kernels
     assert name is not None, "target kexec cases carry their kernel (jobs.vm.with_target)"
-    running = kexec.RunningKernel.read(root)
     machine_id = local.machine_id(root)
     already = store.open_kexec_boot(machine_id)
     if already is not None:
         raise kexec.KexecRefused(
             f"kexec boot {already.id} of this machine ({already.kernel}) is still {already.state}: "
             "`perfline resume` goes on with it; `perfline resume --abandon` gives it up")
-    if reason := kexec.refusal(root):
-        raise kexec.KexecRefused(reason)
     image = kexec.BootImage.of(get_kernel(name), root)
+    how, reason = "kexec", kexec.refusal(root)
+    if reason:
+        if any(case.boot != "reboot" for case in cases):
+            raise kexec.KexecRefused(f"{reason}; or let the job boot through the boot loader where kexec is "
+                                     "refused: `boot: reboot` in the job (--boot reboot)")
+        if why := boot_entry.refusal(image.release, image.sha256, root):
+            raise kexec.KexecRefused(f"{reason}; and the job's `boot: reboot` cannot either: {why}")
+        how = "reboot"
+    return Checked(image, extra, kexec.RunningKernel.read(root), machine_id, how, reason)
+
+
+def start(store: Store, cases: list[Case], settings: MachineSettings, *, label: str | None = None,
+          kernel_commit: str | None = None, fleet_attempt: int | None = None, root: Path = Path("/"),
+          stage: Stage = kexec.load, boot: Step = kexec.execute, reboot: BootMethod | None = None,
+          series: tuple[int, int] | None = None) -> KexecBoot:
+    """Check everything, stage the kernel, write the boot, then boot. Any check that
+    fails is a KexecRefused and leaves nothing changed; a boot that fails to start is
+    unstaged and `abandoned`. `fleet_attempt`: the worker's attempt at the fleet job the
+    boot is for, which `perfline resume` ends. Where the running kernel refuses kexec
+    and every case allows it (`boot: reboot`), the boot goes through `reboot` (GRUB's
+    one-shot entry unless a test gives its own). `series`: (series id, block) of an ab
+    over boots."""
+    checked = check(store, cases, settings, root)
+    method = BootMethod("kexec", stage, kexec.unload, boot)
+    if checked.how == "reboot":
+        method = reboot or one_shot_entry(root)
+    image, running = checked.image, checked.running
     token = secrets.token_hex(8)
-    cmdline = kexec.boot_cmdline(running.cmdline, extra, token)
-    stage(image, cmdline)
+    cmdline = kexec.boot_cmdline(running.cmdline, checked.extra, token)
+    method.stage(image, cmdline)
     try:
         planned = store.plan_kexec_boot(PlannedBoot(
-            machine_id=machine_id, hostname=local.hostname(), kernel=image.name, release=image.release,
+            machine_id=checked.machine_id, hostname=local.hostname(), kernel=image.name, release=image.release,
             banner=image.banner, sha256=image.sha256, cmdline=cmdline, token=token,
             default_release=running.release, cases=[case_to_json(case) for case in cases], label=label,
-            kernel_commit=kernel_commit, boot_id_before=running.boot_id, fleet_attempt=fleet_attempt))
+            kernel_commit=kernel_commit, boot_id_before=running.boot_id, fleet_attempt=fleet_attempt,
+            how=method.how, series_id=None if series is None else series[0],
+            series_step=None if series is None else series[1]))
     except BaseException:
-        kexec.unload()
+        method.unstage()
         raise
     try:
-        boot()
+        method.go()
     except BaseException as exc:
-        kexec.unload()
+        method.unstage()
         store.update_kexec_boot(planned.id, "abandoned", error=f"the boot did not start: {exc}")
         raise
     return planned
@@ -99,6 +181,8 @@ def resume(store: Store, measure: Callable[[list[Case], KexecBoot], list[int]], 
         # Measured already in this boot (a resume run again before its reboot): reboot.
         return Resumed("waiting", f"kexec boot {boot.id} is {boot.state}; the machine has not booted since", boot,
                        reboot=boot.state == "measured")
+    if boot.how == "reboot":
+        boot_entry.remove(root)  # GRUB used it once; it must not stay for anyone to boot by hand
     if boot.state == "pending":
         image = kexec.BootImage(boot.kernel, Path(), None, boot.release, boot.banner, boot.sha256)
         problem = image.mismatch(running, boot.token)
@@ -123,17 +207,21 @@ def resume(store: Store, measure: Callable[[list[Case], KexecBoot], list[int]], 
 
 
 def abandon(store: Store, root: Path = Path("/")) -> KexecBoot | None:
-    """Give up this machine's open boot (the administrator's decision)."""
+    """Give up this machine's open boot (the administrator's decision), and the ab over
+    boots it is a block of: no later resume boots its next block."""
     boot = store.open_kexec_boot(local.machine_id(root))
     if boot is None:
         return None
+    if boot.series_id is not None and store.kexec_series(boot.series_id).state == "open":
+        store.end_kexec_series(boot.series_id, "abandoned", f"kexec boot {boot.id} abandoned with "
+                               "`perfline resume --abandon`")
     return store.update_kexec_boot(boot.id, "abandoned", error="abandoned with `perfline resume --abandon`")
 
 
 def boot_fingerprint(fingerprint: Fingerprint, boot: KexecBoot) -> Fingerprint:
     """The booted kernel's fingerprint, saying how it was booted."""
     return replace(fingerprint, target="kexec", boot={
-        "how": "kexec", "from": boot.default_release, "kernel": boot.kernel, "image sha256": boot.sha256,
+        "how": boot.how, "from": boot.default_release, "kernel": boot.kernel, "image sha256": boot.sha256,
     })
 
 

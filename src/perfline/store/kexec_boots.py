@@ -10,11 +10,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from perfline.store.engine import Sessions, aware
-from perfline.store.schema import FleetAttemptRow, KexecBootRow
+from perfline.store.schema import FleetAttemptRow, KexecBootRow, KexecSeriesRow
 
 # A boot in one of these states still has something to do after the next boot.
 OPEN_STATES = ("pending", "booted", "measured")
 STATES = (*OPEN_STATES, "returned", "boot-failed", "abandoned")
+SERIES_STATES = ("open", "done", "failed", "abandoned")
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,11 @@ class PlannedBoot:
     boot_id_before: str
     # The fleet job attempt the boot is for (a worker's kernel job); None for `run`.
     fleet_attempt: int | None
+    # `kexec`, or `reboot`: through the boot loader's one-shot entry (targets.boot_entry).
+    how: str
+    # The series (an ab over boots) this boot is a block of, and which one; None for `run`.
+    series_id: int | None
+    series_step: int | None
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,22 @@ class KexecBoot(PlannedBoot):
     console: str | None
     error: str | None
     updated_at: datetime
+
+
+@dataclass(frozen=True)
+class KexecSeries:
+    """Boots of one machine that make one answer (an ab over kernels), as stored."""
+
+    id: int
+    machine_id: str
+    kind: str
+    # Each block: {"side": "A" or "B", "case": case_to_json(...)}, in the order booted.
+    steps: list[dict[str, Any]]
+    settings: dict[str, Any]
+    label: str | None
+    kernel_commit: str | None
+    state: str
+    error: str | None
 
 
 class KexecBootQueries:
@@ -124,6 +146,64 @@ class KexecBootQueries:
                 .order_by(KexecBootRow.id))
             return {str(commit): str(error or "boot-failed") for commit, error in rows}
 
+    def kexec_boots_for(self, label: str, kernel_commit: str) -> list[KexecBoot]:
+        """The boots under a label into one commit's kernel, oldest first (a bisection's probes)."""
+        with self._session() as session:
+            rows = session.scalars(select(KexecBootRow).where(KexecBootRow.label == label,
+                                                              KexecBootRow.kernel_commit == kernel_commit)
+                                   .order_by(KexecBootRow.id))
+            return [_boot(row) for row in rows]
+
+    def open_kexec_series(self, kind: str) -> list[KexecSeries]:
+        with self._session() as session:
+            rows = session.scalars(select(KexecSeriesRow).where(KexecSeriesRow.kind == kind,
+                                                                KexecSeriesRow.state == "open")
+                                   .order_by(KexecSeriesRow.id))
+            return [_series(row) for row in rows]
+
+    def series_boots(self, series_id: int) -> list[KexecBoot]:
+        """A series' boots, oldest first (a block booted again after an abandoned start is there twice)."""
+        with self._session() as session:
+            rows = session.scalars(select(KexecBootRow).where(KexecBootRow.series_id == series_id)
+                                   .order_by(KexecBootRow.id))
+            return [_boot(row) for row in rows]
+
+    def plan_kexec_series(self, machine_id: str, kind: str, steps: list[dict[str, Any]], settings: dict[str, Any],
+                          label: str | None, kernel_commit: str | None) -> KexecSeries:
+        now = _now()
+        with self._session.begin() as session:
+            row = KexecSeriesRow(machine_id=machine_id, kind=kind, steps=steps, settings=settings, label=label,
+                                 kernel_commit=kernel_commit, state="open", error=None, created_at=now,
+                                 updated_at=now)
+            session.add(row)
+            session.flush()
+            return _series(row)
+
+    def kexec_series(self, series_id: int) -> KexecSeries:
+        with self._session() as session:
+            row = session.get(KexecSeriesRow, series_id)
+            if row is None:
+                raise LookupError(f"no kexec series {series_id}")
+            return _series(row)
+
+    def kexec_series_list(self, limit: int = 20) -> list[KexecSeries]:
+        with self._session() as session:
+            rows = session.scalars(select(KexecSeriesRow).order_by(KexecSeriesRow.id.desc()).limit(limit))
+            return [_series(row) for row in rows]
+
+    def end_kexec_series(self, series_id: int, state: str, error: str | None = None) -> KexecSeries:
+        assert state in SERIES_STATES
+
+        def write(session: Session, _retried: bool) -> KexecSeries:
+            row = session.get(KexecSeriesRow, series_id)
+            if row is None:
+                raise LookupError(f"no kexec series {series_id}")
+            row.state, row.error, row.updated_at = state, error, _now()
+            session.flush()
+            return _series(row)
+
+        return self._session.write(write)
+
     def update_kexec_boot(self, boot_id: int, state: str, **fields: Any) -> KexecBoot:
         """Move a boot on: its state, and any of boot_id_after, run_ids, console, error."""
         assert state in STATES
@@ -147,10 +227,17 @@ def _boot(row: KexecBootRow) -> KexecBoot:
         id=row.id, machine_id=row.machine_id, hostname=row.hostname, kernel=row.kernel, release=row.release,
         banner=row.banner, sha256=row.sha256, cmdline=row.cmdline, token=row.token,
         default_release=row.default_release, cases=list(row.cases), label=row.label,
-        kernel_commit=row.kernel_commit, fleet_attempt=row.fleet_attempt, state=row.state, boot_id_before=row.boot_id_before,
+        kernel_commit=row.kernel_commit, fleet_attempt=row.fleet_attempt, how=row.how, series_id=row.series_id,
+        series_step=row.series_step, state=row.state, boot_id_before=row.boot_id_before,
         boot_id_after=row.boot_id_after, run_ids=[int(i) for i in row.run_ids], console=row.console,
         error=row.error, updated_at=aware(row.updated_at),
     )
+
+
+def _series(row: KexecSeriesRow) -> KexecSeries:
+    return KexecSeries(id=row.id, machine_id=row.machine_id, kind=row.kind, steps=list(row.steps),
+                       settings=dict(row.settings), label=row.label, kernel_commit=row.kernel_commit,
+                       state=row.state, error=row.error)
 
 
 def _now() -> datetime:

@@ -371,3 +371,30 @@ class KexecBootRow(Base):
     # The fleet job attempt (fleet_attempts.id) the boot is for, when a worker booted it
     # for a kernel job: `perfline resume` ends that attempt and its job.
     fleet_attempt: Mapped[int | None] = mapped_column(Integer, index=True)
+    # How the machine was booted: `kexec`, or `reboot` through the boot loader's one-shot
+    # entry (where kexec was refused and the job allowed it).
+    how: Mapped[str] = mapped_column(String(16), server_default="kexec")
+    # The series (kexec_series.id) the boot is one block of, and which block.
+    series_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    series_step: Mapped[int | None] = mapped_column(Integer)
+
+
+class KexecSeriesRow(Base):
+    """Several boots of one machine that make one answer: an `ab` whose sides run on
+    different kernels, one boot per block of repetitions, the blocks interleaved. `steps`
+    holds each block's side and case; `perfline resume` plans the next block's boot when
+    the machine is back on its default kernel. States: open, done, failed, abandoned."""
+
+    __tablename__ = "kexec_series"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    machine_id: Mapped[str] = mapped_column(String(64), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    steps: Mapped[list[Any]]
+    # What the answer needs at the end (ab: alpha, floor, metric floors).
+    settings: Mapped[dict[str, Any]]
+    label: Mapped[str | None] = mapped_column(String(200))
+    kernel_commit: Mapped[str | None] = mapped_column(String(100))
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]

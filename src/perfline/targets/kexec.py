@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfline.records.errors import UserError
+from perfline.records.fingerprint import BOOT_TOKEN_PARAM
 from perfline.system.process import CommandFailed, ToolMissing, require_tool, run, tail
 from perfline.targets import local
 from perfline.targets.kernels import Kernel, image_banner, sha256_of
 from perfline.targets.machine_settings import OPT_IN, MachineSettings
 
 KEXEC_PACKAGE = "kexec-tools"
-BOOT_PARAM = "perfline.boot"
+BOOT_PARAM = BOOT_TOKEN_PARAM
 # What the tested kernel always boots with; a job's `cmdline:` comes after and wins.
 TESTED_PARAMS = ("panic=10", "oops=panic")
 # Parameters of the default command line that a boot of another kernel must not inherit.
@@ -170,8 +171,9 @@ def unload() -> None:
         run([require_tool("kexec", KEXEC_PACKAGE), "-u"], timeout=60)
 
 
-def execute() -> None:
-    """Into the staged kernel, through systemd (services stopped, disks synced).
+def execute(how: str = "kexec") -> None:
+    """Into the staged kernel, through systemd (services stopped, disks synced): `systemctl
+    kexec`, or `systemctl reboot` into a one-shot boot entry (targets.boot_entry).
 
     systemd stops this process's own unit on the way down (SIGTERM, perhaps before
     `systemctl` has even returned): from here that signal waits, blocked, so that a boot
@@ -181,7 +183,7 @@ def execute() -> None:
     stopping = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stopping)
     try:
-        run(["systemctl", "kexec"], timeout=120)
+        run(["systemctl", how], timeout=120)
     except BaseException:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, stopping)
         raise
