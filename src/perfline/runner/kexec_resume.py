@@ -42,7 +42,7 @@ class BootMethod:
     go: Step
 
 
-class MachineBooting(Exception):  # noqa: N818 (not an error; the machine goes down as asked)
+class MachineBooting(Exception):  # not an error: the machine goes down as asked
     """The machine is booting a kernel for the work under way (a fleet job, a bisection's
     probe): the process stops there; `perfline resume` goes on after the boot."""
 
