@@ -40,6 +40,15 @@ from numpy.typing import NDArray
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr, ndtri
 
+from perfline.stats.changepoint_kernels import (
+    any_ties,
+    difference_quantiles,
+    difference_sums,
+    rank_scan,
+    read_points,
+    residual_sums,
+)
+
 # A change needs this many points on each side. One or two deviant points in a row look
 # the same as outliers; with single-run points the rank scan could not make them
 # significant anyway, with repetitions it could, and that is what we rule out.
@@ -75,6 +84,7 @@ _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(2 * _QUADRATURE_NODES)
 # The upper half of the symmetric rule, on [0, 1].
 _GL_NODES, _GL_WEIGHTS = _GL_NODES[_QUADRATURE_NODES:], _GL_WEIGHTS[_QUADRATURE_NODES:]
 _MAX_MOVE_ROUNDS = 5
+_SIGN_CLEARED = np.int64(0x7FFF_FFFF_FFFF_FFFF)
 _SQRT2 = math.sqrt(2.0)
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -132,8 +142,8 @@ class _Scan:
     z: float  # largest |z| over the splits, before the long-run variance correction
     best: int  # offset of that split's first point after it, within the segment
     spread: float  # root mean square of the centred scores
-    # The centred scores in ascending order, where the ranks give them (one sample a point).
-    ordered: NDArray[np.float64 | np.int64] | None
+    # The points in ascending order of their scores, where the ranks give it (one sample a point).
+    order: NDArray[np.intp] | None
 
     @cached_property
     def centred(self) -> NDArray[np.float64]:
@@ -144,7 +154,13 @@ class _Scan:
     def tail(self) -> _TailTerms:
         """The terms of the tail approximation's sum over the splits, for the tests that
         a bound does not decide."""
-        return _tail_terms(self.centred, self.ordered, self.spread)
+        ordered = None
+        if self.order is not None:  # only the ends are needed
+            m = len(self.order)
+            edge = min(_REACH_EDGE, m - 1)
+            ordered = self.scores[self.order if m <= 2 * edge else
+                                  np.concatenate((self.order[:edge], self.order[m - edge :]))]
+        return _tail_terms(self.centred, ordered, self.spread)
 
 
 @dataclass(frozen=True)
@@ -161,19 +177,22 @@ class _Series:
     # Whether any two samples share a value; if none do, no segment needs mid-ranks.
     tied: bool = field(init=False, repr=False)
     # Offsets of the samples of a segment (points a..b-1) from its first sample, in the
-    # order of their values, for the whole series and each segment scanned. A segment's
-    # are those of the smallest such segment around it that fall within it: O(m) to pick
-    # out, where sorting each segment again was O(m log m) (and the most of a test's time).
+    # order of their values, for the whole series and the segments scanned last. A
+    # segment's are those of the smallest such segment around it that fall within it:
+    # O(m) to pick out, where sorting each segment again was O(m log m).
     _orders: dict[tuple[int, int], NDArray[np.intp]] = field(default_factory=dict, repr=False)
     # Both passes and every refinement round test many of the same segments.
     _scans: dict[tuple[int, int], _Scan | None] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "repetitions", _common_count(self.starts) if len(self) else 0)
-        # Ties get their mid-rank whichever way they were ordered: no stable sort needed.
-        order = np.argsort(self.values)
-        ordered = self.values[order]
-        object.__setattr__(self, "tied", bool(np.any(ordered[1:] == ordered[:-1])))
+        order = _distinct_order(self.values)
+        tied = False
+        if order is None:
+            # Ties get their mid-rank whichever way they were ordered: no stable sort needed.
+            order = np.argsort(self.values)
+            tied = any_ties(self.values, order)
+        object.__setattr__(self, "tied", tied)
         self._orders[0, len(self)] = order
 
     def __len__(self) -> int:
@@ -188,72 +207,48 @@ class _Series:
     def _rank_scan(self, a: int, b: int) -> _Scan | None:
         """Each point scores the mean mid-rank of its samples among all samples of the
         segment. With r samples to every point, twice a point's rank sum less its mean,
-        r (size + 1), is an integer: the partial sums over the splits are exact and
-        integer sums, which numpy takes several times faster than float ones.
+        r (size + 1), is an integer: the partial sums over the splits are exact integer
+        sums.
 
         When the points hold different numbers of samples, each mean is standardized by
         its spread under no change: a mean of 8 repetitions varies less than a single
         run, and unequal spreads would make the points' order matter under the null.
         """
-        order = self._sample_order(a, b)
-        size = len(order)
         lo = int(self.starts[a])
-        # Twice each sample's mid-rank less twice their mean (size + 1): in ascending
-        # order of the values, then in the samples' own order.
-        if self.tied:
-            ascending = _doubled_midranks(self.values[lo : lo + size][order]) - (size + 1)
-        else:
-            ascending = np.arange(1 - size, size, 2)
-        in_place = np.empty(size, dtype=np.int64)
-        in_place[order] = ascending
-        ordered: NDArray[np.int64] | None = None
+        size = int(self.starts[b]) - lo
+        m = b - a
         r = self.repetitions or _common_count(self.starts[a : b + 1])
-        if r:
-            scores: NDArray[np.float64 | np.int64] = in_place if r == 1 else in_place.reshape(-1, r).sum(axis=1)
-            partial: NDArray[np.floating | np.integer] = np.cumsum(scores)
-            if r == 1:  # the scores in order are the ranks'
-                ordered = ascending
-                # The sum of squares of 1 - size, 3 - size, ..., size - 1 where nothing ties.
-                energy = float(np.dot(ascending, ascending)) if self.tied else size * (size * size - 1) / 3.0
-            else:
-                as_floats = scores.astype(np.float64)
-                energy = float(np.dot(as_floats, as_floats))
+        # The samples' order, picked from the smallest segment around this one whose
+        # order is kept; twice each sample's mid-rank less twice their mean (size + 1);
+        # with equal counts the points' sums of them and the scan of their partial sums.
+        around = (a, b) if (a, b) in self._orders else \
+            min((k for k in self._orders if k[0] <= a and b <= k[1]), key=lambda k: k[1] - k[0])
+        ranked = rank_scan(self._orders[around], lo - int(self.starts[around[0]]), size,
+                           self.values[lo : lo + size] if self.tied else None, r, _split_spread(m) if r else None)
+        if around != (a, b):
+            if len(self._orders) > _ORDERS_KEPT:  # the whole series' stays first
+                del self._orders[next(k for i, k in enumerate(self._orders) if i)]
+            self._orders[a, b] = ranked.order
+        if ranked.scores is not None:
+            scores: NDArray[np.float64 | np.int64] = ranked.scores
+            energy, z, best = ranked.energy, ranked.z, ranked.best
         else:
-            ranks = np.multiply(in_place + (size + 1), 0.5, dtype=np.float64)  # the mid-ranks
+            ranks = np.multiply(ranked.in_place + (size + 1), 0.5, dtype=np.float64)  # the mid-ranks
             ranks /= size
             offsets = self.starts[a:b] - lo
             counts = np.diff(self.starts[a : b + 1])
             means = np.add.reduceat(ranks, offsets) / counts
             standardized = (means - ranks.mean()) / np.sqrt(_point_variances(ranks, offsets, counts, means))
             scores = standardized - standardized.mean()
-            partial = np.cumsum(scores)
             energy = float(np.dot(scores, scores))
+            splits = np.abs(np.cumsum(scores)[MIN_SEGMENT - 1 : m - MIN_SEGMENT]) / _split_spread(m)
+            best = MIN_SEGMENT + int(np.argmax(splits))
+            z = float(splits[best - MIN_SEGMENT])
         if energy == 0.0:
             return None
-        m = b - a
-        z = np.abs(partial[MIN_SEGMENT - 1 : m - MIN_SEGMENT]) / _split_spread(m)
-        best = int(np.argmax(z))
         spread = math.sqrt(energy / m)
-        return _Scan(scores, float(z[best]) / spread, MIN_SEGMENT + best, spread, ordered)
-
-    def _sample_order(self, a: int, b: int) -> NDArray[np.intp]:
-        """Offsets of the samples of points a..b-1 from the first, in the order of their values."""
-        if (a, b) not in self._orders:
-            around = min((k for k in self._orders if k[0] <= a and b <= k[1]), key=lambda k: k[1] - k[0])
-            base = int(self.starts[around[0]])
-            lo, hi = int(self.starts[a]) - base, int(self.starts[b]) - base
-            outer = self._orders[around]
-            # One comparison where the segment shares an end with the one around it (a
-            # binary segmentation's halves); np.compress is 4x faster than a mask index.
-            if lo == 0:
-                order = np.compress(outer < hi, outer)
-            else:
-                order = np.compress((outer >= lo) & (outer < hi) if hi < len(outer) else outer >= lo, outer)
-                order -= lo
-            if len(self._orders) > _ORDERS_KEPT:  # the whole series' stays first
-                del self._orders[next(k for i, k in enumerate(self._orders) if i)]
-            self._orders[a, b] = order
-        return self._orders[a, b]
+        # With one sample a point the scores' order is the samples'.
+        return _Scan(scores, z / spread, best, spread, ranked.order if r == 1 else None)
 
 
 def detect(
@@ -298,12 +293,17 @@ def detect(
 def _to_series(points: Sequence[Sequence[float]] | Sequence[float]) -> _Series:
     if isinstance(points, np.ndarray) and 1 <= points.ndim <= 2:
         table = np.asarray(points, dtype=float).reshape(len(points), -1)
-        return _from_samples(table.ravel(), np.full(len(table), table.shape[1], dtype=np.intp))
+        return _from_samples(table.ravel(), table.shape[1])
+    if isinstance(points, list) and points and isinstance(points[0], list) and points[0]:
+        # Lists of as many floats each (the callers' case), read in C.
+        read = read_points(points, len(points[0]))
+        if read is not None:
+            return _from_samples(read, len(points[0]))
     try:
         lengths = set(map(len, points))  # type: ignore[arg-type]
         if lengths == {1}:  # one value a point: read without flattening
             values = np.fromiter(map(itemgetter(0), points), dtype=np.float64, count=len(points))  # type: ignore[arg-type]
-            return _from_samples(values, np.ones(len(values), dtype=np.intp))
+            return _from_samples(values, 1)
         # Lists of repetitions, flattened without numpy's discovery of a nested list's
         # shape, which took longer than the detection of a 10,000-point series. (Not by
         # zip(*points): its 10,000 iterators alive at once set off the garbage collector.)
@@ -319,10 +319,19 @@ def _to_series(points: Sequence[Sequence[float]] | Sequence[float]) -> _Series:
     return _from_samples(values, counts)
 
 
-def _from_samples(values: NDArray[np.float64], counts: NDArray[np.intp]) -> _Series:
-    """The series of points with `counts` samples each, `values` point after point;
-    samples that are not finite are dropped, and points left without any."""
+def _from_samples(values: NDArray[np.float64], counts: NDArray[np.intp] | int) -> _Series:
+    """The series of points with `counts` samples each (an int: as many every point),
+    `values` point after point; samples that are not finite are dropped, and points
+    left without any."""
     finite = np.isfinite(values)
+    if isinstance(counts, int):
+        if finite.all() and counts:
+            # The common case without the general one's passes over the points.
+            n = len(values) // counts
+            summaries = values.copy() if counts == 1 else np.median(values.reshape(n, counts), axis=1)
+            return _Series(values=values, starts=np.arange(0, len(values) + 1, counts, dtype=np.intp),
+                           summaries=summaries, positions=np.arange(n, dtype=np.intp))
+        counts = np.full(len(values) // counts if counts else 0, counts, dtype=np.intp)
     if not finite.all():
         counts = np.bincount(np.repeat(np.arange(len(counts)), counts)[finite], minlength=len(counts))
         values = values[finite]
@@ -391,11 +400,10 @@ def _noise_correlation(series: _Series, splits: list[int]) -> _Correlation:
     scan = series.scan(0, n)
     if scan is None:
         return _Correlation(0.0)
-    residuals = np.concatenate([part - part.mean() for part in np.split(scan.centred, splits)])
-    energy = float(np.sum(residuals**2))
+    energy, lagged = residual_sums(scan.centred, splits)
     if energy == 0.0:
         return _Correlation(0.0)
-    r1 = float(np.sum(residuals[1:] * residuals[:-1])) / energy
+    r1 = lagged / energy
     segments = (len(splits) + 1) / n
     # Not clipped at 0: the p-values average over the estimate's error, which is only
     # symmetric if the estimate is left where it falls.
@@ -434,11 +442,38 @@ def _difference_correlation(series: _Series) -> float:
     scan = series.scan(0, n)
     if scan is None:
         return 0.0
-    lag1 = float(np.sum(np.diff(scan.centred) ** 2)) / (n - 1)
-    lag2 = float(np.sum((scan.centred[2:] - scan.centred[:-2]) ** 2)) / (n - 2)
+    lag1, lag2 = difference_sums(scan.centred)
+    lag1 /= n - 1
+    lag2 /= n - 2
     if lag1 == 0.0:
         return 0.0
     return float(np.clip(lag2 / lag1 - 1.0 - 4.0 / math.sqrt(n), 0.0, _MAX_RHO))
+
+
+def _distinct_order(values: NDArray[np.float64]) -> NDArray[np.intp] | None:
+    """The order of `values` if no two are close to equal (None otherwise: maybe tied).
+
+    numpy sorts 64-bit integers several times faster than it argsorts doubles. The
+    doubles' bits as integers in the same order, their lowest bits replaced by each
+    value's index, sort into the values' order wherever what is left of the values
+    tells every two apart; the few series where it does not (and every tied one) are
+    argsorted.
+    """
+    n = len(values)
+    shift = max(1, (n - 1).bit_length())
+    bits = values.view(np.int64)
+    keys = bits >> 63  # negative doubles' other bits count down: flipped
+    keys &= _SIGN_CLEARED
+    keys ^= bits
+    keys >>= shift
+    keys <<= shift
+    keys |= np.arange(n)
+    keys.sort()
+    high = keys >> shift
+    if np.any(high[1:] == high[:-1]):
+        return None
+    keys &= (1 << shift) - 1
+    return keys
 
 
 def _common_count(starts: NDArray[np.intp]) -> int:
@@ -737,8 +772,8 @@ def _tail_terms(
     largest on one side are the m - k smallest on the other, and a split near the far end
     has the bound of m - k. Only the _REACH_EDGE splits nearest each end are worked out,
     from a partial sort; further in, every split counts as reachable, which can only raise
-    the p-value. `ordered` is the scores in ascending order, where they are known;
-    `spread` their root mean square.
+    the p-value. `ordered` is the scores in ascending order where they are known (or
+    only the _REACH_EDGE smallest and largest); `spread` their root mean square.
     """
     m = len(centred)
     edge = min(_REACH_EDGE, m - 1)  # no split has m points on one side
@@ -918,20 +953,11 @@ def _hodges_lehmann(
     whose ranks invert the Mann–Whitney test (Hollander & Wolfe), with the normal
     approximation of U's null distribution.
     """
-    diffs = np.subtract.outer(after, before).ravel()
     n1, n2 = len(before), len(after)
     z = float(ndtri(0.5 + _CI_LEVEL / 2.0))
     sd = math.sqrt(factor * n1 * n2 * (n1 + n2 + 1) / 12.0)
-    last = diffs.size - 1
+    last = n1 * n2 - 1
     c = min(max(0, math.floor(n1 * n2 / 2.0 - z * sd)), last // 2)
-    # Selection instead of a full sort: only four order statistics are needed. One
-    # partition at the median, then one in each half, is 3x faster than numpy's
-    # partition at all four at once (which re-partitions the whole array for each).
     middle = last // 2
-    diffs = np.partition(diffs, middle)
-    lower, upper = diffs[:middle], diffs[middle + 1 :]
-    mid_low = diffs[middle]
-    mid_high = upper.min() if last % 2 else mid_low
-    low = np.partition(lower, c)[c] if c < middle else mid_low
-    high = np.partition(upper, last - c - middle - 1)[last - c - middle - 1] if last - c > middle else mid_low
-    return float(mid_low + mid_high) / 2.0, float(low), float(high)
+    low, mid_low, mid_high, high = difference_quantiles(before, after, (c, middle, middle + last % 2, last - c))
+    return (mid_low + mid_high) / 2.0, low, high
