@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cache, cached_property, lru_cache, partial
 from itertools import chain, count
 from operator import itemgetter
 from typing import NamedTuple
@@ -270,7 +270,8 @@ def detect(
     if len(series) < 2 * MIN_SEGMENT:
         return []
     log_alpha = math.log(false_alarm_rate)
-    rng = np.random.default_rng(seed)
+    # Made only if a permutation test needs it (most series: none), then shared by both passes.
+    rng = cache(partial(np.random.default_rng, seed))
     # The first pass assumes the least correlation that differences of the scores
     # (robust to steps) allow: assuming none cuts strongly correlated noise into many
     # short segments, whose residuals then understate the correlation.
@@ -526,7 +527,8 @@ class _Test(NamedTuple):  # (a tuple: made and re-made many times a series, at a
 class _Tester:
     """Tests segments of one series for a change, at one level and noise correlation."""
 
-    def __init__(self, series: _Series, log_alpha: float, correlation: _Correlation, rng: np.random.Generator):
+    def __init__(self, series: _Series, log_alpha: float, correlation: _Correlation,
+                 rng: Callable[[], np.random.Generator]):
         self.series = series
         self.log_alpha = log_alpha
         # Long-run variance of AR(1) noise over its variance: sums of n correlated
@@ -713,7 +715,7 @@ class _Tester:
         exceeded = np.zeros(len(observed))
         batch = 64
         while drawn < needed and float(np.dot(weights, exceeded)) < _PERMUTATION_STOP_EXCEEDANCES:
-            rows = self.rng.permuted(np.broadcast_to(centred, (batch, m)), axis=1)
+            rows = self.rng().permuted(np.broadcast_to(centred, (batch, m)), axis=1)
             maxima.append(_scan(rows).max(axis=1))
             exceeded += np.sum(maxima[-1][:, np.newaxis] >= observed, axis=0)
             drawn += batch
