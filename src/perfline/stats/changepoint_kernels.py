@@ -31,7 +31,7 @@ def _address(array: NDArray[np.generic]) -> int:
     if not array.nbytes:
         return 0
     try:
-        return ctypes.addressof(_BYTE.from_buffer(array))
+        return ctypes.addressof(_BYTE.from_buffer(array))  # type: ignore[arg-type]  # (ndarray exports a buffer)
     except TypeError:  # read-only
         return int(array.ctypes.data)
 
