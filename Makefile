@@ -64,7 +64,7 @@ native/build/%: native/%.c native/common.h
 
 native/build/lib%.so: native/lib/%.c
 	@mkdir -p native/build
-	$(CC) $(NATIVE_CFLAGS) -shared -fPIC -I$(PYTHON_INCLUDE) -o $@ $<
+	$(CC) $(NATIVE_CFLAGS) -shared -fPIC -I$(PYTHON_INCLUDE) -o $@ $< -lm
 
 # A short tour on this host: a job with a two-case matrix, then the same two cases as an
 # interleaved A/B with its paired statistics, then the stored runs; last, the main job: a

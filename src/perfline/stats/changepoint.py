@@ -38,7 +38,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import brentq
-from scipy.special import log_ndtr, ndtr, ndtri
+from scipy.special import log_ndtr, ndtri
 
 from perfline.stats.changepoint_kernels import (
     any_ties,
@@ -47,6 +47,7 @@ from perfline.stats.changepoint_kernels import (
     rank_scan,
     read_points,
     residual_sums,
+    tail_totals,
 )
 
 # A change needs this many points on each side. One or two deviant points in a row look
@@ -603,7 +604,7 @@ class _Tester:
             b = z * inflation
             if b < 1.0:
                 p = 1.0
-            else:  # (nu as _overshoot has it, on one value)
+            else:  # (nu as tail_totals has it, on one value)
                 half = 0.5 * b * layout.interior_scale
                 below = 0.5 * math.erfc(-half / _SQRT2)
                 density = math.exp(-0.5 * half * half) / _SQRT_2PI
@@ -753,11 +754,11 @@ def _log_tails(z: Sequence[float], reached: NDArray[np.bool_], terms: _TailTerms
     Terms of splits that no order of the scores could make reach the observed statistic
     (`reached` false) are left out of the sum. z must be positive.
     """
-    totals = _overshoot(np.multiply.outer(z, terms.scales)) @ (terms.weights * reached)
+    totals = tail_totals(z, terms.scales, terms.weights, reached)
     # Below 1 the approximation, made for the tail, does not hold and the p-value is about
     # 1; where no split can reach z there is nothing to sum, and 1 is the cautious answer.
     return [0.0 if b < 1.0 or total <= 0.0 else min(math.log(b * total) - 0.5 * b * b - _LOG_SQRT_2PI, 0.0)
-            for b, total in zip(z, totals.tolist(), strict=True)]
+            for b, total in zip(z, totals, strict=True)]
 
 
 def _log_sum_exp(terms: list[float]) -> float:
@@ -838,27 +839,6 @@ def _split_layout(m: int) -> _SplitLayout:
                             2.0 * half * float(_GL_WEIGHTS.sum()), float(interior.max()), float(weights.sum()))
     return _SplitLayout(weights, scales, np.sqrt(j * (m - j) / (m - 1)), near, k[near] - 1, far, m - k[far] - 1,
                         0.0, 0.0, float(weights.sum()))
-
-
-def _overshoot(x: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Siegmund's nu(x): how much sampling on a grid lowers a crossing probability.
-
-    Overwrites x, and works in place on few temporaries: the tail sum's arrays are
-    small, and each numpy operation's fixed cost was most of an evaluation's.
-    """
-    half = x
-    half *= 0.5
-    below = ndtr(half)
-    density = np.square(half)
-    density *= -0.5
-    np.exp(density, out=density)
-    density *= 1.0 / _SQRT_2PI
-    denominator = half * below
-    denominator += density
-    denominator *= half
-    below -= 0.5
-    below /= denominator
-    return below
 
 
 def _describe(series: _Series, before_start: int, test: _Test, after_end: int, tester: _Tester) -> ChangePoint:

@@ -66,6 +66,8 @@ def _library() -> ctypes.PyDLL:
     library.cp_difference_sums.restype = None
     library.cp_residual_sums.argtypes = [_POINTER, _LONG, _POINTER, _LONG, _POINTER]
     library.cp_residual_sums.restype = None
+    library.cp_tail_totals.argtypes = [_POINTER, _LONG, _POINTER, _POINTER, _POINTER, _LONG, _POINTER]
+    library.cp_tail_totals.restype = None
     return library
 
 
@@ -152,3 +154,15 @@ def residual_sums(x: NDArray[np.float64], splits: Sequence[int]) -> tuple[float,
     _library().cp_residual_sums(_address(x), len(x), _address(ends), len(ends), _address(sums))
     first, second = sums.tolist()
     return first, second
+
+
+def tail_totals(
+    z: Sequence[float], scales: NDArray[np.float64], weights: NDArray[np.float64], reached: NDArray[np.bool_]
+) -> list[float]:
+    """For each z, the sum over the terms that are `reached` of weight * nu(z * scale),
+    Siegmund's correction for sampling on a grid (see _log_tails)."""
+    statistics = np.array(z, dtype=np.float64)
+    totals = np.empty(len(statistics))
+    _library().cp_tail_totals(_address(statistics), len(statistics), _address(scales), _address(weights),
+                              _address(reached), len(scales), _address(totals))
+    return totals.tolist()
