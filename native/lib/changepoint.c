@@ -485,3 +485,31 @@ void cp_tail_totals(const double *z, long n_z, const double *scales, const doubl
 		totals[i] = total;
 	}
 }
+
+/*
+ * The reach of a segment's splits near its ends: the largest |z| any order of its
+ * scores could give there. ends: the scores in ascending order (all n_ends of them), or
+ * only the `edge` smallest then the `edge` largest (n_ends = 2 edge). A split with j + 1
+ * points on one side reaches at most the larger of the sums of the j + 1 largest and of
+ * the j + 1 smallest (negated) scores over spread * bound_spread[j]. reach (n_terms) is
+ * infinite but for the terms near[i] and far[i], which get the bounds of near_j[i] and
+ * far_j[i] (far last: a split near both ends takes the far end's).
+ */
+void cp_reach(const double *ends, long n_ends, long edge, double spread, const double *bound_spread,
+	      const int64_t *near, const int64_t *near_j, long n_near, const int64_t *far, const int64_t *far_j,
+	      long n_far, double *bounds, double *reach, long n_terms)
+{
+	double top = 0.0, bottom = 0.0;
+	for (long j = 0; j < edge; j++) {
+		top += ends[n_ends - 1 - j];
+		bottom += ends[j];
+		double largest = top > -bottom ? top : -bottom;
+		bounds[j] = largest / (spread * bound_spread[j]);
+	}
+	for (long t = 0; t < n_terms; t++)
+		reach[t] = HUGE_VAL;
+	for (long i = 0; i < n_near; i++)
+		reach[near[i]] = bounds[near_j[i]];
+	for (long i = 0; i < n_far; i++)
+		reach[far[i]] = bounds[far_j[i]];
+}

@@ -45,6 +45,7 @@ from perfline.stats.changepoint_kernels import (
     difference_quantiles,
     difference_sums,
     rank_scan,
+    reach,
     read_points,
     residual_sums,
     tail_totals,
@@ -161,7 +162,7 @@ class _Scan:
             edge = min(_REACH_EDGE, m - 1)
             ordered = self.scores[self.order if m <= 2 * edge else
                                   np.concatenate((self.order[:edge], self.order[m - edge :]))]
-        return _tail_terms(self.centred, ordered, self.spread)
+        return _tail_terms(self.scores, ordered, self.spread)
 
 
 @dataclass(frozen=True)
@@ -767,7 +768,7 @@ def _log_sum_exp(terms: list[float]) -> float:
 
 
 def _tail_terms(
-    centred: NDArray[np.float64], ordered: NDArray[np.float64 | np.int64] | None, spread: float
+    scores: NDArray[np.float64 | np.int64], ordered: NDArray[np.float64 | np.int64] | None, spread: float
 ) -> _TailTerms:
     """The terms of the tail sum of a segment with these centred scores (see _TailTerms).
 
@@ -778,19 +779,16 @@ def _tail_terms(
     the p-value. `ordered` is the scores in ascending order where they are known (or
     only the _REACH_EDGE smallest and largest); `spread` their root mean square.
     """
-    m = len(centred)
+    m = len(scores)
     edge = min(_REACH_EDGE, m - 1)  # no split has m points on one side
     if ordered is None:
-        ordered = np.sort(centred if m <= 2 * edge else
-                          np.partition(centred, [edge - 1, m - edge])[np.r_[:edge, m - edge : m]])
+        ordered = np.sort(scores if m <= 2 * edge else
+                          np.partition(scores, [edge - 1, m - edge])[np.r_[:edge, m - edge : m]])
     layout = _split_layout(m)
-    top = np.cumsum(ordered[: -edge - 1 : -1])
-    bottom = -np.cumsum(ordered[:edge])
-    bounds = np.maximum(top, bottom) / (spread * layout.bound_spread)
-    reach = np.full(len(layout.weights), np.inf)
-    reach[layout.near] = bounds[layout.near_j]
-    reach[layout.far] = bounds[layout.far_j]
-    return _TailTerms(layout.weights, layout.scales, reach)
+    ends = np.ascontiguousarray(ordered, dtype=np.float64)  # (integers: exactly)
+    return _TailTerms(layout.weights, layout.scales,
+                      reach(ends, edge, spread, layout.bound_spread, (layout.near, layout.near_j),
+                            (layout.far, layout.far_j), len(layout.weights)))
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,9 @@ def _library() -> ctypes.PyDLL:
     library.cp_residual_sums.restype = None
     library.cp_tail_totals.argtypes = [_POINTER, _LONG, _POINTER, _POINTER, _POINTER, _LONG, _POINTER]
     library.cp_tail_totals.restype = None
+    library.cp_reach.argtypes = [_POINTER, _LONG, _LONG, ctypes.c_double, _POINTER, _POINTER, _POINTER, _LONG,
+                                 _POINTER, _POINTER, _LONG, _POINTER, _POINTER, _LONG]
+    library.cp_reach.restype = None
     return library
 
 
@@ -166,3 +169,23 @@ def tail_totals(
     _library().cp_tail_totals(_address(statistics), len(statistics), _address(scales), _address(weights),
                               _address(reached), len(scales), _address(totals))
     return totals.tolist()
+
+
+def reach(
+    ends: NDArray[np.float64],
+    edge: int,
+    spread: float,
+    bound_spread: NDArray[np.float64],
+    near: tuple[NDArray[np.intp], NDArray[np.intp]],
+    far: tuple[NDArray[np.intp], NDArray[np.intp]],
+    terms: int,
+) -> NDArray[np.float64]:
+    """The reach of each of `terms` terms: infinite but near the ends (see cp_reach in
+    native/lib/changepoint.c). `ends` are the scores in ascending order, or only the
+    `edge` smallest and largest; `near` and `far` the terms and the bounds they take."""
+    bounds = np.empty(edge)
+    out = np.empty(terms)
+    _library().cp_reach(_address(ends), len(ends), edge, spread, _address(bound_spread), _address(near[0]),
+                        _address(near[1]), len(near[0]), _address(far[0]), _address(far[1]), len(far[0]),
+                        _address(bounds), _address(out), terms)
+    return out
