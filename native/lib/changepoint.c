@@ -142,6 +142,42 @@ long cp_rank_scan(const int64_t *outer, long n_outer, long shift, long size, con
 	return picked;
 }
 
+/*
+ * Sort keys for the order of n values: each value's bits as an integer in the values'
+ * order (a negative double's other bits count down: they are flipped), with the lowest
+ * `shift` bits replaced by the value's index, so that integers (which numpy sorts
+ * several times faster than it argsorts doubles) sort into the values' order wherever
+ * what is left of the values tells every two apart.
+ */
+void cp_order_keys(const double *values, long n, int shift, int64_t *keys)
+{
+	const uint64_t low = ((uint64_t)1 << shift) - 1;
+	for (long i = 0; i < n; i++) {
+		uint64_t bits = 0; /* -0.0 as 0.0: they are equal */
+		if (values[i] != 0.0)
+			memcpy(&bits, &values[i], sizeof bits);
+		if (bits >> 63)
+			bits ^= ~((uint64_t)1 << 63);
+		keys[i] = (int64_t)((bits & ~low) | (uint64_t)i);
+	}
+}
+
+/*
+ * The sorted keys of cp_order_keys into the values' order (their indexes), in place.
+ * Returns 0, or 1 (keys left as they were) if two keys share what is left of their
+ * values: those two may be tied, or in either order.
+ */
+int cp_keys_to_order(int64_t *keys, long n, int shift)
+{
+	const uint64_t low = ((uint64_t)1 << shift) - 1;
+	for (long i = 1; i < n; i++)
+		if (((uint64_t)keys[i] & ~low) == ((uint64_t)keys[i - 1] & ~low))
+			return 1;
+	for (long i = 0; i < n; i++)
+		keys[i] = (int64_t)((uint64_t)keys[i] & low);
+	return 0;
+}
+
 /* Whether two of the n values are equal, given their ascending order. */
 int cp_any_ties(const double *values, const int64_t *order, long n)
 {

@@ -44,6 +44,7 @@ from perfline.stats.changepoint_kernels import (
     any_ties,
     difference_quantiles,
     difference_sums,
+    distinct_order,
     rank_scan,
     reach,
     read_points,
@@ -86,7 +87,6 @@ _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(2 * _QUADRATURE_NODES)
 # The upper half of the symmetric rule, on [0, 1].
 _GL_NODES, _GL_WEIGHTS = _GL_NODES[_QUADRATURE_NODES:], _GL_WEIGHTS[_QUADRATURE_NODES:]
 _MAX_MOVE_ROUNDS = 5
-_SIGN_CLEARED = np.int64(0x7FFF_FFFF_FFFF_FFFF)
 _SQRT2 = math.sqrt(2.0)
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -188,7 +188,7 @@ class _Series:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "repetitions", _common_count(self.starts) if len(self) else 0)
-        order = _distinct_order(self.values)
+        order = distinct_order(self.values)
         tied = False
         if order is None:
             # Ties get their mid-rank whichever way they were ordered: no stable sort needed.
@@ -451,32 +451,6 @@ def _difference_correlation(series: _Series) -> float:
     if lag1 == 0.0:
         return 0.0
     return float(np.clip(lag2 / lag1 - 1.0 - 4.0 / math.sqrt(n), 0.0, _MAX_RHO))
-
-
-def _distinct_order(values: NDArray[np.float64]) -> NDArray[np.intp] | None:
-    """The order of `values` if no two are close to equal (None otherwise: maybe tied).
-
-    numpy sorts 64-bit integers several times faster than it argsorts doubles. The
-    doubles' bits as integers in the same order, their lowest bits replaced by each
-    value's index, sort into the values' order wherever what is left of the values
-    tells every two apart; the few series where it does not (and every tied one) are
-    argsorted.
-    """
-    n = len(values)
-    shift = max(1, (n - 1).bit_length())
-    bits = values.view(np.int64)
-    keys = bits >> 63  # negative doubles' other bits count down: flipped
-    keys &= _SIGN_CLEARED
-    keys ^= bits
-    keys >>= shift
-    keys <<= shift
-    keys |= np.arange(n)
-    keys.sort()
-    high = keys >> shift
-    if np.any(high[1:] == high[:-1]):
-        return None
-    keys &= (1 << shift) - 1
-    return keys
 
 
 def _common_count(starts: NDArray[np.intp]) -> int:

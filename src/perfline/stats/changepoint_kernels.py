@@ -68,6 +68,10 @@ def _library() -> ctypes.PyDLL:
     library.cp_residual_sums.restype = None
     library.cp_tail_totals.argtypes = [_POINTER, _LONG, _POINTER, _POINTER, _POINTER, _LONG, _POINTER]
     library.cp_tail_totals.restype = None
+    library.cp_order_keys.argtypes = [_POINTER, _LONG, ctypes.c_int, _POINTER]
+    library.cp_order_keys.restype = None
+    library.cp_keys_to_order.argtypes = [_POINTER, _LONG, ctypes.c_int]
+    library.cp_keys_to_order.restype = ctypes.c_int
     library.cp_reach.argtypes = [_POINTER, _LONG, _LONG, ctypes.c_double, _POINTER, _POINTER, _POINTER, _LONG,
                                  _POINTER, _POINTER, _LONG, _POINTER, _POINTER, _LONG]
     library.cp_reach.restype = None
@@ -134,6 +138,17 @@ def difference_quantiles(
                                           _address(wanted), len(wanted), _address(out)):
         raise MemoryError("the Hodges–Lehmann differences' order statistics")
     return out.tolist()
+
+
+def distinct_order(values: NDArray[np.float64]) -> NDArray[np.intp] | None:
+    """The order of `values` if no two are close to equal (None otherwise: maybe tied),
+    by an integer sort of keys that hold each value's bits and its index (cp_order_keys)."""
+    n = len(values)
+    shift = max(1, (n - 1).bit_length())
+    keys = np.empty(n, dtype=np.int64)
+    _library().cp_order_keys(_address(values), n, shift, _address(keys))
+    keys.sort()
+    return None if _library().cp_keys_to_order(_address(keys), n, shift) else keys
 
 
 def any_ties(values: NDArray[np.float64], order: NDArray[np.intp]) -> bool:
