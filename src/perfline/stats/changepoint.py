@@ -76,6 +76,7 @@ _PERMUTATION_BATCH_CELLS = 2_000_000
 # points nearest to the change are used, which is also the level a reader compares.
 _MAGNITUDE_MAX_SIDE = 150
 _CI_LEVEL = 0.95
+_CI_Z = float(ndtri(0.5 + _CI_LEVEL / 2.0))  # the normal quantile of the interval's ends
 # The p-value's sum leaves out splits no arrangement of the scores can make extreme
 # enough; that is checked for this many splits at each end, where it matters.
 _REACH_EDGE = 64
@@ -187,7 +188,9 @@ class _Series:
     _scans: dict[tuple[int, int], _Scan | None] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "repetitions", _common_count(self.starts) if len(self) else 0)
+        # As many samples as points, none without: one each (no pass over the points).
+        object.__setattr__(self, "repetitions", 0 if not len(self) else
+                           1 if len(self.values) == len(self) else _common_count(self.starts))
         order = distinct_order(self.values)
         tied = False
         if order is None:
@@ -331,7 +334,7 @@ def _from_samples(values: NDArray[np.float64], counts: NDArray[np.intp] | int) -
         if finite.all() and counts:
             # The common case without the general one's passes over the points.
             n = len(values) // counts
-            summaries = values.copy() if counts == 1 else np.median(values.reshape(n, counts), axis=1)
+            summaries = values if counts == 1 else np.median(values.reshape(n, counts), axis=1)
             return _Series(values=values, starts=np.arange(0, len(values) + 1, counts, dtype=np.intp),
                            summaries=summaries, positions=np.arange(n, dtype=np.intp))
         counts = np.full(len(values) // counts if counts else 0, counts, dtype=np.intp)
@@ -823,7 +826,7 @@ def _describe(series: _Series, before_start: int, test: _Test, after_end: int, t
     def critical() -> float:
         return tester.critical(before_start, after_end, test).threshold
 
-    if np.all(before > 0) and np.all(after > 0):
+    if before.min() > 0 and after.min() > 0:
         # A ratio of levels: on logs the interval maps back exactly and stays asymmetric.
         shift = _selected(_hodges_lehmann(np.log(before), np.log(after), factor), test.z, bound, critical)
         change_pct, low, high = (100.0 * math.expm1(v) for v in shift)
@@ -864,8 +867,7 @@ def _selected(
     sign = 1.0 if estimate >= 0 else -1.0
     # As a magnitude: the truncation pulls towards zero whichever way the change went.
     estimate, low, high = sign * estimate, *sorted((sign * low, sign * high))
-    normal = float(ndtri(0.5 + _CI_LEVEL / 2.0))
-    down, up = (estimate - low) / normal, (high - estimate) / normal
+    down, up = (estimate - low) / _CI_Z, (high - estimate) / _CI_Z
     if not down > 0.0:
         return shift
     z = estimate / down
@@ -908,10 +910,9 @@ def _hodges_lehmann(
     approximation of U's null distribution.
     """
     n1, n2 = len(before), len(after)
-    z = float(ndtri(0.5 + _CI_LEVEL / 2.0))
     sd = math.sqrt(factor * n1 * n2 * (n1 + n2 + 1) / 12.0)
     last = n1 * n2 - 1
-    c = min(max(0, math.floor(n1 * n2 / 2.0 - z * sd)), last // 2)
+    c = min(max(0, math.floor(n1 * n2 / 2.0 - _CI_Z * sd)), last // 2)
     middle = last // 2
     low, mid_low, mid_high, high = difference_quantiles(before, after, (c, middle, middle + last % 2, last - c))
     return (mid_low + mid_high) / 2.0, low, high
