@@ -236,23 +236,30 @@ void cp_residual_sums(const double *x, long n, const int64_t *ends, long count, 
 	sums[1] = lagged;
 }
 
+/* Hoare's partition of x[i..j] around a pivot that is one of them: returns the last
+ * place of the lower part, which holds no value above the pivot (the upper none below). */
+static long partition(double *x, long i, long j, double pivot)
+{
+	for (;;) {
+		while (x[i] < pivot)
+			i++;
+		while (x[j] > pivot)
+			j--;
+		if (i >= j)
+			return j;
+		double t = x[i];
+		x[i++] = x[j];
+		x[j--] = t;
+	}
+}
+
+/* Ascending order of a few hundred doubles: quicksort, insertion sort below 16. */
 static void sort_doubles(double *x, long n)
 {
 	while (n > 16) {
 		double a = x[0], b = x[n / 2], c = x[n - 1];
 		double pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
-		long i = 0, j = n - 1;
-		for (;;) {
-			while (x[i] < pivot)
-				i++;
-			while (x[j] > pivot)
-				j--;
-			if (i >= j)
-				break;
-			double t = x[i];
-			x[i++] = x[j];
-			x[j--] = t;
-		}
+		long j = partition(x, 0, n - 1, pivot);
 		/* x[0..j] <= pivot <= x[j+1..n-1]: recurse into the smaller part. */
 		if (j + 1 < n - j - 1) {
 			sort_doubles(x, j + 1);
@@ -279,19 +286,7 @@ static double select_nth(double *x, long n, long k)
 {
 	long left = 0, right = n - 1;
 	while (right - left > 16) {
-		double pivot = x[left + (right - left) / 2];
-		long i = left, j = right;
-		for (;;) {
-			while (x[i] < pivot)
-				i++;
-			while (x[j] > pivot)
-				j--;
-			if (i >= j)
-				break;
-			double t = x[i];
-			x[i++] = x[j];
-			x[j--] = t;
-		}
+		long j = partition(x, left, right, x[left + (right - left) / 2]);
 		if (k <= j)
 			right = j;
 		else
