@@ -3,13 +3,14 @@
  * (src/perfline/stats/changepoint.py, loaded with ctypes by stats/changepoint_kernels.py,
  * which holds the interpreter's lock through every call).
  *
- * A segment's rank scan was eight numpy passes over its samples and the Hodges-Lehmann
- * shift three partitions of all n1 x n2 differences; on a 10,000-point series with five
- * steps they were about a third of the detector's time (docs/statistics.md, Complexity).
- * Here the scan is one pass, and the shift's order statistics are selected in the
- * sorted matrix of differences without forming it. Both give exactly what the numpy
- * code gave: integer rank sums, the same float operations on them, and order
- * statistics that are elements of the differences whatever the algorithm.
+ * In numpy a segment's rank scan was eight passes over its samples, the Hodges-Lehmann
+ * shift three partitions of all n1 x n2 differences and a tail sum a dozen array
+ * operations on a few hundred values; with reading the points and ordering them they
+ * were most of a detection of 10,000 points (docs/statistics.md, Complexity). Each
+ * function here gives what the numpy code gave: integer rank sums, the same float
+ * operations in the same order, order statistics that are elements of the differences
+ * whatever the algorithm; only the tail sums differ in their last bits (another erfc,
+ * another order of summation).
  */
 /* The stable ABI of Python 3.11: any later interpreter loads it. */
 #define Py_LIMITED_API 0x030b0000

@@ -463,18 +463,6 @@ def _common_count(starts: NDArray[np.intp]) -> int:
     return int(counts[0]) if counts.min() == counts.max() else 0
 
 
-def _doubled_midranks(ordered: NDArray[np.float64]) -> NDArray[np.int64]:
-    """Twice the 1-based ranks of values in ascending order, ties sharing their average
-    rank: integers, as the mid-rank of a run of ties is a half-integer."""
-    m = len(ordered)
-    starts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-    if len(starts) == m - 1:  # no ties
-        return np.arange(2, 2 * m + 1, 2)
-    starts = np.concatenate(([0], starts))
-    ends = np.append(starts[1:], m)
-    return np.repeat(starts + ends + 1, ends - starts)
-
-
 @dataclass(frozen=True)
 class _Correlation:
     """The noise's lag-1 autocorrelation, as estimated, and the standard error of that."""

@@ -1,11 +1,13 @@
 """The change-point detector's inner loops in C (native/lib/changepoint.c), through ctypes.
 
-A segment's rank scan in numpy was eight passes over its samples, each a few microseconds
-of fixed cost, and the Hodges–Lehmann shift three partitions of all n1 × n2 differences;
-in C the scan is one pass and the shift's order statistics are selected in the sorted
-matrix of differences without forming it. Both return exactly what the numpy code did
-(docs/statistics.md, "Complexity"). The library is built by `make native`; where it is
-missing, the first detection raises ToolMissing saying so, as the native programs do.
+Reading points given as lists of floats, the order of all samples, a segment's picking,
+mid-ranks and scan (one pass where numpy made eight, each of a few microseconds' fixed
+cost), the Hodges–Lehmann order statistics (selected in the sorted matrix of
+differences without forming it, where numpy partitioned all n1 × n2 of them), the tail
+sums, the splits' reach and the autocorrelation estimates' sums. Each returns what the
+numpy code did, the tail sums to their last bits (docs/statistics.md, "Complexity").
+The library is built by `make native`; where it is missing, the first detection raises
+ToolMissing saying so, as the native programs do.
 """
 
 from __future__ import annotations
