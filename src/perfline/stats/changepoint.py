@@ -227,7 +227,7 @@ class _Series:
         # order is kept; twice each sample's mid-rank less twice their mean (size + 1);
         # with equal counts the points' sums of them and the scan of their partial sums.
         around = (a, b) if (a, b) in self._orders else \
-            min((k for k in self._orders if k[0] <= a and b <= k[1]), key=lambda k: k[1] - k[0])
+            min([(end - start, start, end) for start, end in self._orders if start <= a and b <= end])[1:]
         ranked = rank_scan(self._orders[around], lo - int(self.starts[around[0]]), size,
                            self.values[lo : lo + size] if self.tied else None, r, _split_spread(m) if r else None)
         if around != (a, b):
@@ -577,8 +577,11 @@ class _Tester:
                 nu = (below - 0.5) / (half * (half * below + density))
                 p = min(1.0, b * math.exp(-0.5 * b * b) / _SQRT_2PI * nu * layout.interior)
             bound += weight * p
-        # A margin for the rounding of the sum it is compared with.
-        return math.log(bound) > self.log_alpha + 1e-9 if bound > 0.0 else False
+            # (A margin for the rounding of the sum it is compared with.) The terms are
+            # positive: once part of the sum is at the level, all of it is.
+            if bound > 0.0 and math.log(bound) > self.log_alpha + 1e-9:
+                return True
+        return False
 
     def _tail_bound(self, m: int) -> float:
         """A |z| (after the factor) beyond which the tail approximation's p-value is
