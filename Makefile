@@ -19,6 +19,11 @@ NPM_PACKAGES := nodejs npm
 
 NATIVE_SRC := $(wildcard native/*.c)
 NATIVE_BIN := $(patsubst native/%.c,native/build/%,$(NATIVE_SRC))
+# Shared libraries that perfline's Python loads with ctypes (native/lib/NAME.c -> libNAME.so),
+# which may read Python objects through Python's stable ABI (python3-dev's headers).
+PYTHON_INCLUDE = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+NATIVE_LIB_SRC := $(wildcard native/lib/*.c)
+NATIVE_LIB := $(patsubst native/lib/%.c,native/build/lib%.so,$(NATIVE_LIB_SRC))
 
 .PHONY: all install-deps install native web-assets demo screenshots test test-slow case-studies lint clean
 
@@ -43,7 +48,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-native: $(NATIVE_BIN)
+native: $(NATIVE_BIN) $(NATIVE_LIB)
 
 # The dashboard's browser libraries (uPlot, htmx) from npm, pinned by web/package-lock.json;
 # `perfline serve` serves them from web/node_modules.
@@ -56,6 +61,10 @@ web/node_modules/.installed: web/package.json web/package-lock.json
 native/build/%: native/%.c native/common.h
 	@mkdir -p native/build
 	$(CC) $(NATIVE_CFLAGS) -o $@ $< -lm
+
+native/build/lib%.so: native/lib/%.c
+	@mkdir -p native/build
+	$(CC) $(NATIVE_CFLAGS) -shared -fPIC -I$(PYTHON_INCLUDE) -o $@ $< -lm
 
 # A short tour on this host: a job with a two-case matrix, then the same two cases as an
 # interleaved A/B with its paired statistics, then the stored runs; last, the main job: a

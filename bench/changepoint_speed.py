@@ -11,6 +11,9 @@ with that file's detect in the same process, case by case (e.g. main's version:
 `git show main:src/perfline/stats/changepoint.py > /tmp/old.py`), so a shared machine's
 load falls on both alike. CPU time: on a loaded machine the wall clock measures the load.
 
+With --datasets it also times the per-series mean (each series' best of 3) on TCPD and
+on bench/changepoint_eval.py's synthetic set, the short series most detections are of.
+
 With --against and --outputs, it checks first that the two give the same answers: on
 TCPD, the synthetic sets of bench/changepoint_eval.py at seeds 2024, 1 and 2 (rates
 0.001, 0.01 and 0.05), every scenario of bench/changepoint_calibration.py (--per-scenario
@@ -105,6 +108,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--outputs", action="store_true", help="with --against: first compare the answers")
     parser.add_argument("--per-scenario", type=int, default=30, help="series a calibration scenario, for --outputs")
+    parser.add_argument("--datasets", action="store_true", help="also the mean ms per series of TCPD and the synthetic set")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
     reference = load(args.against) if args.against else None
@@ -121,6 +125,27 @@ def main() -> None:
         if reference is not None:
             theirs = best_ms(reference, points, args.runs)
             line += f" {theirs:10.2f} {theirs / ours:5.1f}x"
+        print(line)
+    if args.datasets:
+        time_datasets(reference)
+
+
+def time_datasets(reference: Detector | None) -> None:
+    """Mean over the series of TCPD and of the synthetic set of each one's best of 3."""
+    tcpd = []
+    for case in evaluation.load_tcpd(evaluation.REPO.parent / "shared" / "data" / "tcpd"):
+        _, kept = evaluation._without_missing(case)
+        tcpd.append([case.points[i] for i in kept])
+    for name, series in (("TCPD (26), mean per series", tcpd),
+                         ("synthetic (200), mean per series", [c.points for c in evaluation.synthetic(2024, 200)])):
+        ours = theirs = 0.0
+        for points in series:  # the two interleaved, series by series
+            ours += best_ms(detect, points, 3)
+            if reference is not None:
+                theirs += best_ms(reference, points, 3)
+        line = f"  {name:<42} {ours / len(series):10.2f}"
+        if reference is not None:
+            line += f" {theirs / len(series):10.2f} {theirs / ours:5.1f}x"
         print(line)
 
 

@@ -252,7 +252,7 @@ def test_the_critical_value_has_the_levels_p_value() -> None:
     values = _series(np.random.default_rng(14), 3000, {1800: 4.0}, phi=0.3)
     series = cp._to_series(values)
     rate = math.log(0.001)
-    tester = cp._Tester(series, rate, cp._Correlation(0.3, 0.02), np.random.default_rng(0))
+    tester = cp._Tester(series, rate, cp._Correlation(0.3, 0.02), lambda: np.random.default_rng(0))
     test = tester.test(0, len(series))
     assert test.significant
     critical = tester.critical(0, len(series), test)
@@ -294,7 +294,7 @@ def test_the_bounds_that_spare_the_tail_sum_hold_on_both_sides_of_the_level() ->
         scan = series.scan(0, m)
         assert scan is not None
         for rho, se, rate in ((0.0, 0.0, 0.001), (0.3, 0.05, 0.001), (0.6, 0.2, 0.01), (-0.2, 0.1, 0.2)):
-            tester = cp._Tester(series, math.log(rate), cp._Correlation(rho, se), np.random.default_rng(0))
+            tester = cp._Tester(series, math.log(rate), cp._Correlation(rho, se), lambda: np.random.default_rng(0))
             layout = cp._split_layout(m)
             beyond = tester._tail_bound(m)
             assert math.isfinite(beyond)

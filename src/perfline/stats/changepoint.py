@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cache, cached_property, lru_cache, partial
 from itertools import chain, count
 from operator import itemgetter
 from typing import NamedTuple
@@ -38,7 +38,19 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import brentq
-from scipy.special import log_ndtr, ndtr, ndtri
+from scipy.special import log_ndtr, ndtri
+
+from perfline.stats.changepoint_kernels import (
+    any_ties,
+    difference_quantiles,
+    difference_sums,
+    distinct_order,
+    rank_scan,
+    reach,
+    read_points,
+    residual_sums,
+    tail_totals,
+)
 
 # A change needs this many points on each side. One or two deviant points in a row look
 # the same as outliers; with single-run points the rank scan could not make them
@@ -64,6 +76,7 @@ _PERMUTATION_BATCH_CELLS = 2_000_000
 # points nearest to the change are used, which is also the level a reader compares.
 _MAGNITUDE_MAX_SIDE = 150
 _CI_LEVEL = 0.95
+_CI_Z = float(ndtri(0.5 + _CI_LEVEL / 2.0))  # the normal quantile of the interval's ends
 # The p-value's sum leaves out splits no arrangement of the scores can make extreme
 # enough; that is checked for this many splits at each end, where it matters.
 _REACH_EDGE = 64
@@ -132,8 +145,8 @@ class _Scan:
     z: float  # largest |z| over the splits, before the long-run variance correction
     best: int  # offset of that split's first point after it, within the segment
     spread: float  # root mean square of the centred scores
-    # The centred scores in ascending order, where the ranks give them (one sample a point).
-    ordered: NDArray[np.float64 | np.int64] | None
+    # The points in ascending order of their scores, where the ranks give it (one sample a point).
+    order: NDArray[np.intp] | None
 
     @cached_property
     def centred(self) -> NDArray[np.float64]:
@@ -144,7 +157,13 @@ class _Scan:
     def tail(self) -> _TailTerms:
         """The terms of the tail approximation's sum over the splits, for the tests that
         a bound does not decide."""
-        return _tail_terms(self.centred, self.ordered, self.spread)
+        ordered = None
+        if self.order is not None:  # only the ends are needed
+            m = len(self.order)
+            edge = min(_REACH_EDGE, m - 1)
+            ordered = self.scores[self.order if m <= 2 * edge else
+                                  np.concatenate((self.order[:edge], self.order[m - edge :]))]
+        return _tail_terms(self.scores, ordered, self.spread)
 
 
 @dataclass(frozen=True)
@@ -161,19 +180,24 @@ class _Series:
     # Whether any two samples share a value; if none do, no segment needs mid-ranks.
     tied: bool = field(init=False, repr=False)
     # Offsets of the samples of a segment (points a..b-1) from its first sample, in the
-    # order of their values, for the whole series and each segment scanned. A segment's
-    # are those of the smallest such segment around it that fall within it: O(m) to pick
-    # out, where sorting each segment again was O(m log m) (and the most of a test's time).
+    # order of their values, for the whole series and the segments scanned last. A
+    # segment's are those of the smallest such segment around it that fall within it:
+    # O(m) to pick out, where sorting each segment again was O(m log m).
     _orders: dict[tuple[int, int], NDArray[np.intp]] = field(default_factory=dict, repr=False)
     # Both passes and every refinement round test many of the same segments.
     _scans: dict[tuple[int, int], _Scan | None] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "repetitions", _common_count(self.starts) if len(self) else 0)
-        # Ties get their mid-rank whichever way they were ordered: no stable sort needed.
-        order = np.argsort(self.values)
-        ordered = self.values[order]
-        object.__setattr__(self, "tied", bool(np.any(ordered[1:] == ordered[:-1])))
+        # As many samples as points, none without: one each (no pass over the points).
+        object.__setattr__(self, "repetitions", 0 if not len(self) else
+                           1 if len(self.values) == len(self) else _common_count(self.starts))
+        order = distinct_order(self.values)
+        tied = False
+        if order is None:
+            # Ties get their mid-rank whichever way they were ordered: no stable sort needed.
+            order = np.argsort(self.values)
+            tied = any_ties(self.values, order)
+        object.__setattr__(self, "tied", tied)
         self._orders[0, len(self)] = order
 
     def __len__(self) -> int:
@@ -188,72 +212,48 @@ class _Series:
     def _rank_scan(self, a: int, b: int) -> _Scan | None:
         """Each point scores the mean mid-rank of its samples among all samples of the
         segment. With r samples to every point, twice a point's rank sum less its mean,
-        r (size + 1), is an integer: the partial sums over the splits are exact and
-        integer sums, which numpy takes several times faster than float ones.
+        r (size + 1), is an integer: the partial sums over the splits are exact integer
+        sums.
 
         When the points hold different numbers of samples, each mean is standardized by
         its spread under no change: a mean of 8 repetitions varies less than a single
         run, and unequal spreads would make the points' order matter under the null.
         """
-        order = self._sample_order(a, b)
-        size = len(order)
         lo = int(self.starts[a])
-        # Twice each sample's mid-rank less twice their mean (size + 1): in ascending
-        # order of the values, then in the samples' own order.
-        if self.tied:
-            ascending = _doubled_midranks(self.values[lo : lo + size][order]) - (size + 1)
-        else:
-            ascending = np.arange(1 - size, size, 2)
-        in_place = np.empty(size, dtype=np.int64)
-        in_place[order] = ascending
-        ordered: NDArray[np.int64] | None = None
+        size = int(self.starts[b]) - lo
+        m = b - a
         r = self.repetitions or _common_count(self.starts[a : b + 1])
-        if r:
-            scores: NDArray[np.float64 | np.int64] = in_place if r == 1 else in_place.reshape(-1, r).sum(axis=1)
-            partial: NDArray[np.floating | np.integer] = np.cumsum(scores)
-            if r == 1:  # the scores in order are the ranks'
-                ordered = ascending
-                # The sum of squares of 1 - size, 3 - size, ..., size - 1 where nothing ties.
-                energy = float(np.dot(ascending, ascending)) if self.tied else size * (size * size - 1) / 3.0
-            else:
-                as_floats = scores.astype(np.float64)
-                energy = float(np.dot(as_floats, as_floats))
+        # The samples' order, picked from the smallest segment around this one whose
+        # order is kept; twice each sample's mid-rank less twice their mean (size + 1);
+        # with equal counts the points' sums of them and the scan of their partial sums.
+        around = (a, b) if (a, b) in self._orders else \
+            min([(end - start, start, end) for start, end in self._orders if start <= a and b <= end])[1:]
+        ranked = rank_scan(self._orders[around], lo - int(self.starts[around[0]]), size,
+                           self.values[lo : lo + size] if self.tied else None, r, _split_spread(m) if r else None)
+        if around != (a, b):
+            if len(self._orders) > _ORDERS_KEPT:  # the whole series' stays first
+                del self._orders[next(k for i, k in enumerate(self._orders) if i)]
+            self._orders[a, b] = ranked.order
+        if ranked.scores is not None:
+            scores: NDArray[np.float64 | np.int64] = ranked.scores
+            energy, z, best = ranked.energy, ranked.z, ranked.best
         else:
-            ranks = np.multiply(in_place + (size + 1), 0.5, dtype=np.float64)  # the mid-ranks
+            ranks = np.multiply(ranked.in_place + (size + 1), 0.5, dtype=np.float64)  # the mid-ranks
             ranks /= size
             offsets = self.starts[a:b] - lo
             counts = np.diff(self.starts[a : b + 1])
             means = np.add.reduceat(ranks, offsets) / counts
             standardized = (means - ranks.mean()) / np.sqrt(_point_variances(ranks, offsets, counts, means))
             scores = standardized - standardized.mean()
-            partial = np.cumsum(scores)
             energy = float(np.dot(scores, scores))
+            splits = np.abs(np.cumsum(scores)[MIN_SEGMENT - 1 : m - MIN_SEGMENT]) / _split_spread(m)
+            best = MIN_SEGMENT + int(np.argmax(splits))
+            z = float(splits[best - MIN_SEGMENT])
         if energy == 0.0:
             return None
-        m = b - a
-        z = np.abs(partial[MIN_SEGMENT - 1 : m - MIN_SEGMENT]) / _split_spread(m)
-        best = int(np.argmax(z))
         spread = math.sqrt(energy / m)
-        return _Scan(scores, float(z[best]) / spread, MIN_SEGMENT + best, spread, ordered)
-
-    def _sample_order(self, a: int, b: int) -> NDArray[np.intp]:
-        """Offsets of the samples of points a..b-1 from the first, in the order of their values."""
-        if (a, b) not in self._orders:
-            around = min((k for k in self._orders if k[0] <= a and b <= k[1]), key=lambda k: k[1] - k[0])
-            base = int(self.starts[around[0]])
-            lo, hi = int(self.starts[a]) - base, int(self.starts[b]) - base
-            outer = self._orders[around]
-            # One comparison where the segment shares an end with the one around it (a
-            # binary segmentation's halves); np.compress is 4x faster than a mask index.
-            if lo == 0:
-                order = np.compress(outer < hi, outer)
-            else:
-                order = np.compress((outer >= lo) & (outer < hi) if hi < len(outer) else outer >= lo, outer)
-                order -= lo
-            if len(self._orders) > _ORDERS_KEPT:  # the whole series' stays first
-                del self._orders[next(k for i, k in enumerate(self._orders) if i)]
-            self._orders[a, b] = order
-        return self._orders[a, b]
+        # With one sample a point the scores' order is the samples'.
+        return _Scan(scores, z / spread, best, spread, ranked.order if r == 1 else None)
 
 
 def detect(
@@ -275,7 +275,8 @@ def detect(
     if len(series) < 2 * MIN_SEGMENT:
         return []
     log_alpha = math.log(false_alarm_rate)
-    rng = np.random.default_rng(seed)
+    # Made only if a permutation test needs it (most series: none), then shared by both passes.
+    rng = cache(partial(np.random.default_rng, seed))
     # The first pass assumes the least correlation that differences of the scores
     # (robust to steps) allow: assuming none cuts strongly correlated noise into many
     # short segments, whose residuals then understate the correlation.
@@ -298,12 +299,17 @@ def detect(
 def _to_series(points: Sequence[Sequence[float]] | Sequence[float]) -> _Series:
     if isinstance(points, np.ndarray) and 1 <= points.ndim <= 2:
         table = np.asarray(points, dtype=float).reshape(len(points), -1)
-        return _from_samples(table.ravel(), np.full(len(table), table.shape[1], dtype=np.intp))
+        return _from_samples(table.ravel(), table.shape[1])
+    if isinstance(points, list) and points and isinstance(points[0], list) and points[0]:
+        # Lists of as many floats each (the callers' case), read in C.
+        read = read_points(points, len(points[0]))
+        if read is not None:
+            return _from_samples(read, len(points[0]))
     try:
         lengths = set(map(len, points))  # type: ignore[arg-type]
         if lengths == {1}:  # one value a point: read without flattening
             values = np.fromiter(map(itemgetter(0), points), dtype=np.float64, count=len(points))  # type: ignore[arg-type]
-            return _from_samples(values, np.ones(len(values), dtype=np.intp))
+            return _from_samples(values, 1)
         # Lists of repetitions, flattened without numpy's discovery of a nested list's
         # shape, which took longer than the detection of a 10,000-point series. (Not by
         # zip(*points): its 10,000 iterators alive at once set off the garbage collector.)
@@ -319,10 +325,19 @@ def _to_series(points: Sequence[Sequence[float]] | Sequence[float]) -> _Series:
     return _from_samples(values, counts)
 
 
-def _from_samples(values: NDArray[np.float64], counts: NDArray[np.intp]) -> _Series:
-    """The series of points with `counts` samples each, `values` point after point;
-    samples that are not finite are dropped, and points left without any."""
+def _from_samples(values: NDArray[np.float64], counts: NDArray[np.intp] | int) -> _Series:
+    """The series of points with `counts` samples each (an int: as many every point),
+    `values` point after point; samples that are not finite are dropped, and points
+    left without any."""
     finite = np.isfinite(values)
+    if isinstance(counts, int):
+        if finite.all() and counts:
+            # The common case without the general one's passes over the points.
+            n = len(values) // counts
+            summaries = values if counts == 1 else np.median(values.reshape(n, counts), axis=1)
+            return _Series(values=values, starts=np.arange(0, len(values) + 1, counts, dtype=np.intp),
+                           summaries=summaries, positions=np.arange(n, dtype=np.intp))
+        counts = np.full(len(values) // counts if counts else 0, counts, dtype=np.intp)
     if not finite.all():
         counts = np.bincount(np.repeat(np.arange(len(counts)), counts)[finite], minlength=len(counts))
         values = values[finite]
@@ -391,11 +406,10 @@ def _noise_correlation(series: _Series, splits: list[int]) -> _Correlation:
     scan = series.scan(0, n)
     if scan is None:
         return _Correlation(0.0)
-    residuals = np.concatenate([part - part.mean() for part in np.split(scan.centred, splits)])
-    energy = float(np.sum(residuals**2))
+    energy, lagged = residual_sums(scan.centred, splits)
     if energy == 0.0:
         return _Correlation(0.0)
-    r1 = float(np.sum(residuals[1:] * residuals[:-1])) / energy
+    r1 = lagged / energy
     segments = (len(splits) + 1) / n
     # Not clipped at 0: the p-values average over the estimate's error, which is only
     # symmetric if the estimate is left where it falls.
@@ -434,8 +448,9 @@ def _difference_correlation(series: _Series) -> float:
     scan = series.scan(0, n)
     if scan is None:
         return 0.0
-    lag1 = float(np.sum(np.diff(scan.centred) ** 2)) / (n - 1)
-    lag2 = float(np.sum((scan.centred[2:] - scan.centred[:-2]) ** 2)) / (n - 2)
+    lag1, lag2 = difference_sums(scan.centred)
+    lag1 /= n - 1
+    lag2 /= n - 2
     if lag1 == 0.0:
         return 0.0
     return float(np.clip(lag2 / lag1 - 1.0 - 4.0 / math.sqrt(n), 0.0, _MAX_RHO))
@@ -446,18 +461,6 @@ def _common_count(starts: NDArray[np.intp]) -> int:
     at the end), or 0 if they differ."""
     counts = np.diff(starts)
     return int(counts[0]) if counts.min() == counts.max() else 0
-
-
-def _doubled_midranks(ordered: NDArray[np.float64]) -> NDArray[np.int64]:
-    """Twice the 1-based ranks of values in ascending order, ties sharing their average
-    rank: integers, as the mid-rank of a run of ties is a half-integer."""
-    m = len(ordered)
-    starts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-    if len(starts) == m - 1:  # no ties
-        return np.arange(2, 2 * m + 1, 2)
-    starts = np.concatenate(([0], starts))
-    ends = np.append(starts[1:], m)
-    return np.repeat(starts + ends + 1, ends - starts)
 
 
 @dataclass(frozen=True)
@@ -491,7 +494,8 @@ class _Test(NamedTuple):  # (a tuple: made and re-made many times a series, at a
 class _Tester:
     """Tests segments of one series for a change, at one level and noise correlation."""
 
-    def __init__(self, series: _Series, log_alpha: float, correlation: _Correlation, rng: np.random.Generator):
+    def __init__(self, series: _Series, log_alpha: float, correlation: _Correlation,
+                 rng: Callable[[], np.random.Generator]):
         self.series = series
         self.log_alpha = log_alpha
         # Long-run variance of AR(1) noise over its variance: sums of n correlated
@@ -566,15 +570,18 @@ class _Tester:
             b = z * inflation
             if b < 1.0:
                 p = 1.0
-            else:  # (nu as _overshoot has it, on one value)
+            else:  # (nu as tail_totals has it, on one value)
                 half = 0.5 * b * layout.interior_scale
                 below = 0.5 * math.erfc(-half / _SQRT2)
                 density = math.exp(-0.5 * half * half) / _SQRT_2PI
                 nu = (below - 0.5) / (half * (half * below + density))
                 p = min(1.0, b * math.exp(-0.5 * b * b) / _SQRT_2PI * nu * layout.interior)
             bound += weight * p
-        # A margin for the rounding of the sum it is compared with.
-        return math.log(bound) > self.log_alpha + 1e-9 if bound > 0.0 else False
+            # (A margin for the rounding of the sum it is compared with.) The terms are
+            # positive: once part of the sum is at the level, all of it is.
+            if bound > 0.0 and math.log(bound) > self.log_alpha + 1e-9:
+                return True
+        return False
 
     def _tail_bound(self, m: int) -> float:
         """A |z| (after the factor) beyond which the tail approximation's p-value is
@@ -678,7 +685,7 @@ class _Tester:
         exceeded = np.zeros(len(observed))
         batch = 64
         while drawn < needed and float(np.dot(weights, exceeded)) < _PERMUTATION_STOP_EXCEEDANCES:
-            rows = self.rng.permuted(np.broadcast_to(centred, (batch, m)), axis=1)
+            rows = self.rng().permuted(np.broadcast_to(centred, (batch, m)), axis=1)
             maxima.append(_scan(rows).max(axis=1))
             exceeded += np.sum(maxima[-1][:, np.newaxis] >= observed, axis=0)
             drawn += batch
@@ -716,11 +723,11 @@ def _log_tails(z: Sequence[float], reached: NDArray[np.bool_], terms: _TailTerms
     Terms of splits that no order of the scores could make reach the observed statistic
     (`reached` false) are left out of the sum. z must be positive.
     """
-    totals = _overshoot(np.multiply.outer(z, terms.scales)) @ (terms.weights * reached)
+    totals = tail_totals(z, terms.scales, terms.weights, reached)
     # Below 1 the approximation, made for the tail, does not hold and the p-value is about
     # 1; where no split can reach z there is nothing to sum, and 1 is the cautious answer.
     return [0.0 if b < 1.0 or total <= 0.0 else min(math.log(b * total) - 0.5 * b * b - _LOG_SQRT_2PI, 0.0)
-            for b, total in zip(z, totals.tolist(), strict=True)]
+            for b, total in zip(z, totals, strict=True)]
 
 
 def _log_sum_exp(terms: list[float]) -> float:
@@ -729,7 +736,7 @@ def _log_sum_exp(terms: list[float]) -> float:
 
 
 def _tail_terms(
-    centred: NDArray[np.float64], ordered: NDArray[np.float64 | np.int64] | None, spread: float
+    scores: NDArray[np.float64 | np.int64], ordered: NDArray[np.float64 | np.int64] | None, spread: float
 ) -> _TailTerms:
     """The terms of the tail sum of a segment with these centred scores (see _TailTerms).
 
@@ -737,22 +744,19 @@ def _tail_terms(
     largest on one side are the m - k smallest on the other, and a split near the far end
     has the bound of m - k. Only the _REACH_EDGE splits nearest each end are worked out,
     from a partial sort; further in, every split counts as reachable, which can only raise
-    the p-value. `ordered` is the scores in ascending order, where they are known;
-    `spread` their root mean square.
+    the p-value. `ordered` is the scores in ascending order where they are known (or
+    only the _REACH_EDGE smallest and largest); `spread` their root mean square.
     """
-    m = len(centred)
+    m = len(scores)
     edge = min(_REACH_EDGE, m - 1)  # no split has m points on one side
     if ordered is None:
-        ordered = np.sort(centred if m <= 2 * edge else
-                          np.partition(centred, [edge - 1, m - edge])[np.r_[:edge, m - edge : m]])
+        ordered = np.sort(scores if m <= 2 * edge else
+                          np.partition(scores, [edge - 1, m - edge])[np.r_[:edge, m - edge : m]])
     layout = _split_layout(m)
-    top = np.cumsum(ordered[: -edge - 1 : -1])
-    bottom = -np.cumsum(ordered[:edge])
-    bounds = np.maximum(top, bottom) / (spread * layout.bound_spread)
-    reach = np.full(len(layout.weights), np.inf)
-    reach[layout.near] = bounds[layout.near_j]
-    reach[layout.far] = bounds[layout.far_j]
-    return _TailTerms(layout.weights, layout.scales, reach)
+    ends = np.ascontiguousarray(ordered, dtype=np.float64)  # (integers: exactly)
+    return _TailTerms(layout.weights, layout.scales,
+                      reach(ends, edge, spread, layout.bound_spread, (layout.near, layout.near_j),
+                            (layout.far, layout.far_j), len(layout.weights)))
 
 
 @dataclass(frozen=True)
@@ -803,27 +807,6 @@ def _split_layout(m: int) -> _SplitLayout:
                         0.0, 0.0, float(weights.sum()))
 
 
-def _overshoot(x: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Siegmund's nu(x): how much sampling on a grid lowers a crossing probability.
-
-    Overwrites x, and works in place on few temporaries: the tail sum's arrays are
-    small, and each numpy operation's fixed cost was most of an evaluation's.
-    """
-    half = x
-    half *= 0.5
-    below = ndtr(half)
-    density = np.square(half)
-    density *= -0.5
-    np.exp(density, out=density)
-    density *= 1.0 / _SQRT_2PI
-    denominator = half * below
-    denominator += density
-    denominator *= half
-    below -= 0.5
-    below /= denominator
-    return below
-
-
 def _describe(series: _Series, before_start: int, test: _Test, after_end: int, tester: _Tester) -> ChangePoint:
     split = test.split
     before = series.summaries[max(before_start, split - _MAGNITUDE_MAX_SIDE) : split]
@@ -834,7 +817,7 @@ def _describe(series: _Series, before_start: int, test: _Test, after_end: int, t
     def critical() -> float:
         return tester.critical(before_start, after_end, test).threshold
 
-    if np.all(before > 0) and np.all(after > 0):
+    if before.min() > 0 and after.min() > 0:
         # A ratio of levels: on logs the interval maps back exactly and stays asymmetric.
         shift = _selected(_hodges_lehmann(np.log(before), np.log(after), factor), test.z, bound, critical)
         change_pct, low, high = (100.0 * math.expm1(v) for v in shift)
@@ -875,8 +858,7 @@ def _selected(
     sign = 1.0 if estimate >= 0 else -1.0
     # As a magnitude: the truncation pulls towards zero whichever way the change went.
     estimate, low, high = sign * estimate, *sorted((sign * low, sign * high))
-    normal = float(ndtri(0.5 + _CI_LEVEL / 2.0))
-    down, up = (estimate - low) / normal, (high - estimate) / normal
+    down, up = (estimate - low) / _CI_Z, (high - estimate) / _CI_Z
     if not down > 0.0:
         return shift
     z = estimate / down
@@ -918,20 +900,10 @@ def _hodges_lehmann(
     whose ranks invert the Mann–Whitney test (Hollander & Wolfe), with the normal
     approximation of U's null distribution.
     """
-    diffs = np.subtract.outer(after, before).ravel()
     n1, n2 = len(before), len(after)
-    z = float(ndtri(0.5 + _CI_LEVEL / 2.0))
     sd = math.sqrt(factor * n1 * n2 * (n1 + n2 + 1) / 12.0)
-    last = diffs.size - 1
-    c = min(max(0, math.floor(n1 * n2 / 2.0 - z * sd)), last // 2)
-    # Selection instead of a full sort: only four order statistics are needed. One
-    # partition at the median, then one in each half, is 3x faster than numpy's
-    # partition at all four at once (which re-partitions the whole array for each).
+    last = n1 * n2 - 1
+    c = min(max(0, math.floor(n1 * n2 / 2.0 - _CI_Z * sd)), last // 2)
     middle = last // 2
-    diffs = np.partition(diffs, middle)
-    lower, upper = diffs[:middle], diffs[middle + 1 :]
-    mid_low = diffs[middle]
-    mid_high = upper.min() if last % 2 else mid_low
-    low = np.partition(lower, c)[c] if c < middle else mid_low
-    high = np.partition(upper, last - c - middle - 1)[last - c - middle - 1] if last - c > middle else mid_low
-    return float(mid_low + mid_high) / 2.0, float(low), float(high)
+    low, mid_low, mid_high, high = difference_quantiles(before, after, (c, middle, middle + last % 2, last - c))
+    return (mid_low + mid_high) / 2.0, low, high

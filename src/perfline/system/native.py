@@ -1,4 +1,4 @@
-"""Where the small C helpers built by `make native` live."""
+"""Where the small C helpers built by `make native` live: programs, and libraries loaded with ctypes."""
 
 from __future__ import annotations
 
@@ -20,8 +20,17 @@ def native_dir() -> Path:
 
 def native_binary(name: str) -> Path:
     """Path of the helper `name`, or ToolMissing saying how to build it."""
+    return _built(name, os.X_OK)
+
+
+def native_library(name: str) -> Path:
+    """Path of the shared library libNAME.so (native/lib/NAME.c), or ToolMissing saying how to build it."""
+    return _built(f"lib{name}.so", os.R_OK)
+
+
+def _built(name: str, access: int) -> Path:
     path = native_dir() / name
-    if not os.access(path, os.X_OK):
+    if not os.access(path, access):
         raise ToolMissing(
             f"native helper {name} not found at {path}: run `make native` in {CHECKOUT}"
             + (f" or fix ${NATIVE_DIR_ENV}" if NATIVE_DIR_ENV in os.environ else "")
