@@ -20,7 +20,7 @@ from perfline.targets import kexec, machine_settings
 
 if TYPE_CHECKING:
     from perfline.records.job import Case
-    from perfline.runner.kexec_resume import Resumed
+    from perfline.runner.kexec_resume import BootSteps, Resumed
     from perfline.store import Store
     from perfline.store.kexec_boots import KexecBoot
 
@@ -124,13 +124,17 @@ def resume(
 
 def _go_on_with_series(store: Store, boot: KexecBoot) -> None:
     """An ab over boots: the next block's boot, or, after the last, the comparison. A
-    bisection's probe: the bisection carried on."""
+    bisection's probe: the bisection carried on. A tracker's tested commit: its pass."""
     from perfline.analysis.kexec_ab import comparison
     from perfline.report.comparison_table import comparison_view
     from perfline.runner import kexec_series
 
-    if store.kexec_series(boot.series_id or 0).kind == "bisect":
+    kind = store.kexec_series(boot.series_id or 0).kind
+    if kind == "bisect":
         _go_on_with_bisection(store, boot)
+        return
+    if kind == "track":
+        go_on_with_tracker(store, boot)
         return
     said = kexec_series.go_on(store, boot, machine_settings.load())
     if said is None:
@@ -157,6 +161,18 @@ def _go_on_with_bisection(store: Store, boot: KexecBoot) -> None:
         status = store.bisection(record.id).status
         if status != BisectionStatus.RUNNING:
             store.end_kexec_series(series.id, "failed" if status == BisectionStatus.FAILED else "done")
+
+
+def go_on_with_tracker(store: Store, boot: KexecBoot, steps: BootSteps | None = None) -> None:
+    """A kexec tracker's boot is back (or its kernel did not boot): the tracker's pass goes
+    on (cli.track.carry_on), which closes the series once a pass ends without a boot.
+    `steps`: how this machine boots (a test gives its own)."""
+    from perfline.cli.track import carry_on
+    from perfline.track.kexec_tests import tracker_of
+
+    series = store.kexec_series(boot.series_id or 0)
+    if series.state == "open" and boot.state in ("returned", "boot-failed"):
+        carry_on(store, tracker_of(series.settings), steps)
 
 
 def resume_here(store: Store, root: Path = Path("/")) -> Resumed:
@@ -196,11 +212,8 @@ def start_kexec(cases: list[Case], label: str | None, kernel_commit: str | None)
     """`run --target kexec`: the boot is written to the store, then the machine boots."""
     from perfline.runner.kexec_resume import start
 
-    settings = machine_settings.load()
-    # Before the store is opened: nothing changes on refusal, not even a new store file.
-    kexec.require_opt_in(settings)
-    kexec.require_resume_unit(settings)
-    boot = start(open_store(), cases, settings, label=label, kernel_commit=kernel_commit)
+    require_boot_allowed()
+    boot = start(open_store(), cases, machine_settings.load(), label=label, kernel_commit=kernel_commit)
     say_booting(boot)
 
 
@@ -220,9 +233,8 @@ def start_kexec_ab(case_a: Case, case_b: Case, pairs: int, blocks: int, label: s
     """`ab --target kexec`: the plan written to the store, then the first block's boot."""
     from perfline.runner.kexec_series import block_sizes, plan_steps, start_ab
 
+    require_boot_allowed()
     settings = machine_settings.load()
-    kexec.require_opt_in(settings)  # before the store is opened, as for `run`
-    kexec.require_resume_unit(settings)
     if not 1 <= blocks <= pairs:
         raise UserError(f"--blocks {blocks}: give 1 to --pairs ({pairs}) boots a side")
     series, boot = start_ab(open_store(), case_a, case_b, pairs, blocks, settings, label=label,
@@ -293,3 +305,11 @@ def series(
 
 def require_opt_in() -> None:
     kexec.require_opt_in(machine_settings.load())
+
+
+def require_boot_allowed() -> None:
+    """The machine's opt-in and its resume unit: checked before the store is even opened,
+    so that a refusal changes nothing, not even a new store file."""
+    settings = machine_settings.load()
+    kexec.require_opt_in(settings)
+    kexec.require_resume_unit(settings)
