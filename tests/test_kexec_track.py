@@ -160,3 +160,13 @@ def test_a_kexec_job_in_a_tracker_that_builds_no_kernel_is_refused_at_its_line(l
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert f"{tmp / 'tracker.yaml'}:" in proc.stderr and "build: {kernel: {config: FILE}}" in proc.stderr
     assert not (tmp / "db").exists()
+
+
+def test_narrowing_a_kexec_tracker_is_refused_at_its_line(lab: dict[str, object]) -> None:
+    tmp = Path(str(lab["tmp"]))
+    (tmp / "tracker.yaml").write_text((tmp / "tracker.yaml").read_text().replace("narrow: false", "narrow: true"))
+    line = (tmp / "tracker.yaml").read_text().splitlines().index("narrow: true") + 1
+    proc = perfline(tmp, "track", "run", "--once", str(tmp / "tracker.yaml"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"error: {tmp / 'tracker.yaml'}:{line}: narrow:")
+    assert not (tmp / "db").exists()

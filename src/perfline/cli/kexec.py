@@ -212,8 +212,9 @@ def start_kexec(cases: list[Case], label: str | None, kernel_commit: str | None)
     """`run --target kexec`: the boot is written to the store, then the machine boots."""
     from perfline.runner.kexec_resume import start
 
-    require_boot_allowed()
-    boot = start(open_store(), cases, machine_settings.load(), label=label, kernel_commit=kernel_commit)
+    settings = machine_settings.load()
+    kexec.require_boot_allowed(settings)  # before the store is opened
+    boot = start(open_store(), cases, settings, label=label, kernel_commit=kernel_commit)
     say_booting(boot)
 
 
@@ -233,8 +234,8 @@ def start_kexec_ab(case_a: Case, case_b: Case, pairs: int, blocks: int, label: s
     """`ab --target kexec`: the plan written to the store, then the first block's boot."""
     from perfline.runner.kexec_series import block_sizes, plan_steps, start_ab
 
-    require_boot_allowed()
     settings = machine_settings.load()
+    kexec.require_boot_allowed(settings)  # before the store is opened, as for `run`
     if not 1 <= blocks <= pairs:
         raise UserError(f"--blocks {blocks}: give 1 to --pairs ({pairs}) boots a side")
     series, boot = start_ab(open_store(), case_a, case_b, pairs, blocks, settings, label=label,
@@ -306,10 +307,3 @@ def series(
 def require_opt_in() -> None:
     kexec.require_opt_in(machine_settings.load())
 
-
-def require_boot_allowed() -> None:
-    """The machine's opt-in and its resume unit: checked before the store is even opened,
-    so that a refusal changes nothing, not even a new store file."""
-    settings = machine_settings.load()
-    kexec.require_opt_in(settings)
-    kexec.require_resume_unit(settings)

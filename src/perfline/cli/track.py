@@ -107,11 +107,11 @@ def run(
 
 def _require_kexec_allowed(spec: TrackerSpec) -> None:
     """A tracker that boots this machine into its commits' kernels needs the machine's opt-in."""
-    from perfline.cli.kexec import require_boot_allowed
+    from perfline.targets import kexec, machine_settings
     from perfline.track.testing import cases
 
     if spec.fleet_class is None and any(case.target == "kexec" for case in cases(spec)):
-        require_boot_allowed()
+        kexec.require_boot_allowed(machine_settings.load())
 
 
 def carry_on(store: Store, name: str, boot_steps: BootSteps | None = None) -> None:
