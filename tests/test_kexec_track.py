@@ -29,24 +29,14 @@ from perfline.targets import kernels, kexec, local, machine_settings
 from perfline.track.tracker_file import load_tracker
 from perfline.track.tracking import run_pass
 from test_kernel_bisect import fake_bzimage, kernel_tree
+from test_kexec_bisect import JOB as BISECT_JOB
+from test_kexec_bisect import NEW, OLD, VERSION_61
 from test_kexec_target import DEFAULT_CMDLINE, RELEASE_61, machine, perfline
 
-OLD, NEW = "6.1.0-test", "6.12.0-test"
 CULPRIT, COMMITS, DEAD = 5, 8, 2  # commit 2's kernel panics at boot
-VERSION_61 = "#1 SMP Debian 6.1"
 NAME = "lab"
-JOB = """\
-benchmark: command
-params:
-  cmd: "{python} -c \\"import random; print(float(open('{value}').read()) * random.gauss(1, 0.005))\\""
-  metric: ms
-  unit: ms
-  direction: lower
-target: kexec
-kernel: placeholder    # any registered kernel: each tested commit boots its own build
-repeat: 5
-monitors: []
-"""
+# test_kexec_bisect's job, with the 5 repetitions a tracker's comparison of neighbours needs.
+JOB = BISECT_JOB.replace("monitors: []", "repeat: 5\nmonitors: []")
 TRACKER = f"""\
 name: {NAME}
 repo: ./linux
