@@ -26,6 +26,7 @@ from perfline.runner.loop import Observer
 from perfline.store import Store
 from perfline.store.kexec_boots import KexecBoot
 from perfline.targets import kernels, kexec, local, machine_settings
+from perfline.track.status import tracker_states
 from perfline.track.tracker_file import load_tracker
 from perfline.track.tracking import run_pass
 from test_kernel_bisect import fake_bzimage, kernel_tree
@@ -122,7 +123,9 @@ def test_a_kexec_tracker_boots_each_tested_commit_and_goes_on_after_every_boot(l
     assert (regression.good, regression.bad) == (shas[4], shas[6])
     (series,) = store.kexec_series_list()
     assert series.kind == "track" and series.settings == {"tracker": NAME} and series.state == "done"
-    # Nothing is pending: another pass boots nothing (the dead kernel is not tried again).
+    # Nothing is pending (`track status`): another pass boots nothing (the dead kernel is not tried again).
+    [state] = tracker_states(store, [NAME], lambda _m: None)
+    assert (state.tested, state.pending, state.last_tested) == (4, 0, shas[7])
     carry_on(store, NAME, steps)
     assert len(staged) == len(selected) and store.open_kexec_boot(local.machine_id(root)) is None
 
