@@ -149,9 +149,9 @@ def _passes(store: Store, spec: TrackerSpec, file: Path, once: bool, interval: f
         except MachineBooting as booting:
             # Not a crash: the commit's kernel boots, and `perfline resume` carries the pass on.
             boot = booting.boot
-            errors.print(f"{escape(spec.name)}: testing {escape(boot.kernel_commit or '?')[:12]} in kexec boot "
-                         f"{boot.id} ({escape(boot.release)}); `perfline resume` measures it after the boot and "
-                         "carries the pass on", highlight=False, soft_wrap=True)
+            errors.print(f"{escape(spec.name)}: kexec boot {boot.id} into {escape(boot.kernel)} "
+                         f"({escape(boot.release)}); `perfline resume` measures it after the boot and carries the "
+                         "pass on", highlight=False, soft_wrap=True)
             return
         except KeyboardInterrupt:
             errors.print("[yellow]interrupted: `perfline track run` continues where this stopped[/yellow]")

@@ -182,13 +182,6 @@ class _Reader:
             if number not in NUMBER_OF:
                 raise self.error(top["number"], f"number must be one of {', '.join(NUMBER_OF)}, got {number!r}")
         jobs = self.jobs(top["jobs"], name)
-        if config is not None and narrow and "fleet" not in top and any(j.spec.target == "kexec" for j in jobs):
-            # Each tested commit is a boot of this machine; the bisection could boot each
-            # probe too, but the confirmation before it, interleaved pairs, is not built over boots.
-            raise self.error(top["narrow"], "narrow: a kernel tracker with a job of target kexec tests its "
-                                            "commits (each a kexec boot of this machine) but cannot yet confirm "
-                                            "a change over boots; set narrow: false, and bisect a change with "
-                                            "`perfline bisect start --kernel-tree` (one boot a probe)")
         return TrackerSpec(
             path=self.path,
             name=name,

@@ -85,7 +85,7 @@ def _pass(store: Store, spec: TrackerSpec, ctx: RunContext, queue: FleetQueue | 
         for regression in open_regressions(store, spec.name, spec.narrow):
             if which(regression) and budget.left() > 0:
                 done.narrowed.append(narrow(store, spec, regression, repo, builder, ctx, budget, progress, notify,
-                                            pace_tolerance, queue))
+                                            pace_tolerance, queue, boot_steps))
 
     if spec.narrow:  # a regression's bisection in progress goes first
         narrow_all(lambda r: r.kind == "regression" and r.bisection_id is not None
