@@ -181,7 +181,6 @@ class _Reader:
             number = self.string(top["number"], "number")
             if number not in NUMBER_OF:
                 raise self.error(top["number"], f"number must be one of {', '.join(NUMBER_OF)}, got {number!r}")
-        jobs = self.jobs(top["jobs"], name)
         return TrackerSpec(
             path=self.path,
             name=name,
@@ -191,7 +190,7 @@ class _Reader:
             since=self.string(top["since"], "since") if "since" in top else None,
             build=build,
             kernel_config=config,
-            jobs=jobs,
+            jobs=self.jobs(top["jobs"], name),
             narrow=narrow,
             runs_per_day=runs_per_day,
             reference=self.string(top["reference"], "reference") if "reference" in top else None,
