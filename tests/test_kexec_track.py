@@ -132,6 +132,7 @@ def test_a_kexec_tracker_boots_each_tested_commit_and_goes_on_after_every_boot(l
     series = {one.kind: one for one in store.kexec_series_list()}
     assert series.keys() == {"track", "ab", "bisect"} and {one.state for one in series.values()} == {"done"}
     assert series["track"].settings == {"tracker": NAME} and series["ab"].settings["regression"] == regression.id
+    assert len(store.find_runs(label=f"confirm-{regression.id}")) == 6  # one run a block, counted in the budget
     # Nothing is pending (`track status`): another pass boots nothing (the dead kernel is not tried again).
     [state] = tracker_states(store, [NAME], lambda _m: None)
     assert (state.tested, state.pending, state.last_tested) == (4, 0, shas[7])

@@ -41,6 +41,12 @@ def why_label(regression_id: int) -> str:
     return f"why-{regression_id}"
 
 
+def rerun_label(regression_id: int) -> str:
+    """The label of a regression's confirmation over kexec boots (a kexec tracker's: its
+    runs are the blocks of an ab, kept apart from the tracker's tested commits)."""
+    return f"confirm-{regression_id}"
+
+
 class TransitionError(ValueError):
     pass
 

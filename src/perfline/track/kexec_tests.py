@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import NoReturn
 
 from perfline.analysis.kexec_ab import comparison
-from perfline.analysis.regressions import CannotConfirm, ReRun, judge_rerun
+from perfline.analysis.regressions import CannotConfirm, ReRun, judge_rerun, rerun_label
 from perfline.records.job import Case
 from perfline.runner.kexec_resume import BootSteps, MachineBooting, check, start
 from perfline.runner.kexec_series import start_ab
@@ -56,7 +56,7 @@ def confirm(store: Store, name: str, regression: Regression, good: Case, bad: Ca
                    "regression": regression.id}
         pairs = good.repeat * CONFIRM_BLOCKS
         _, planned = start_ab(store, good, bad, pairs, CONFIRM_BLOCKS, settings,
-                              label=f"confirm-{regression.id}", kernel_commit=None, compare=compare, steps=steps)
+                              label=rerun_label(regression.id), kernel_commit=None, compare=compare, steps=steps)
         raise MachineBooting(planned)
     if series.state == "open":
         return regression
