@@ -41,6 +41,12 @@ def why_label(regression_id: int) -> str:
     return f"why-{regression_id}"
 
 
+def rerun_label(regression_id: int) -> str:
+    """The label of a regression's confirmation over kexec boots (a kexec tracker's: its
+    runs are the blocks of an ab, kept apart from the tracker's tested commits)."""
+    return f"confirm-{regression_id}"
+
+
 class TransitionError(ValueError):
     pass
 
@@ -300,6 +306,37 @@ def confirm(
         pairs = min(o.repetitions for o in outcomes)
         comparison = compare_sides(sides, store, paired=True, alpha=plan.alpha_at(pairs),
                                    confidence=plan.confidence_at(pairs))
+    # A re-run a failed repetition cut short has not had its pairs: it is tried again,
+    # never ended as "not confirmed" (bench/track_chaos.py: 13 of 20 pairs, then
+    # false-alarm, for a real 3.9% step of a benchmark failing once in 50 runs).
+    cut_short = [o for o in outcomes if o.status != RunStatus.COMPLETED]
+    retry = None if not cut_short else (
+        f"the re-run stopped after {min(o.repetitions for o in outcomes)} pairs (run {cut_short[0].run_id}: "
+        f"{cut_short[0].error}); confirmed again on the next pass")
+    judged = judge_rerun(store, regression, comparison, ReRun(
+        f"re-run interleaved (runs {outcomes[0].run_id}, {outcomes[1].run_id})",
+        f"the re-run (runs {outcomes[0].run_id}, {outcomes[1].run_id})", f"{outcomes[0].repetitions} pairs",
+        "; confirm again with more --pairs", retry), end_undecided, found.describe())
+    return judged, comparison
+
+
+@dataclass(frozen=True)
+class ReRun:
+    """How a re-run of a change is named in the record's note and in its messages."""
+
+    what: str  # the note's start: "re-run interleaved (runs 4, 5)"
+    subject: str  # "the re-run (runs 4, 5)", in "... is inconclusive"
+    length: str  # "20 pairs", in "inconclusive after ..."
+    again: str  # how to try an inconclusive one again, appended to the message
+    retry: str | None = None  # an inconclusive re-run is tried again, for this reason
+
+
+def judge_rerun(store: Store, regression: Regression, comparison: CaseComparison, rerun: ReRun,
+                end_undecided: bool, how: str | None = None) -> Regression:
+    """A re-run's comparison judged into the record: `confirmed` when the change shows
+    again with the same sign, `false-alarm` when it does not; an inconclusive one raises
+    CannotConfirm (the record stays new), or with `end_undecided` ends `false-alarm`, its
+    note saying "not confirmed"."""
     [row] = [r for r in comparison.rows if r.metric.name == regression.metric]
     again = row.others[0]
     if again is None:
@@ -308,27 +345,21 @@ def confirm(
 
     same_way = again.significant and (again.change_pct > 0) == (regression.change_pct > 0)
     undecided = not same_way and again.verdict == INCONCLUSIVE
-    # A re-run a failed repetition cut short has not had its pairs: it is tried again,
-    # never ended as "not confirmed" (bench/track_chaos.py: 13 of 20 pairs, then
-    # false-alarm, for a real 3.9% step of a benchmark failing once in 50 runs).
-    cut_short = [o for o in outcomes if o.status != RunStatus.COMPLETED]
-    if undecided and cut_short:
-        raise CannotConfirm(f"the re-run stopped after {min(o.repetitions for o in outcomes)} pairs (run "
-                            f"{cut_short[0].run_id}: {cut_short[0].error}); confirmed again on the next pass")
+    if undecided and rerun.retry:
+        raise CannotConfirm(rerun.retry)
     if undecided and not end_undecided:
         # Neither the change nor its absence shown: not evidence of a false alarm.
         more = f"; about {again.more_samples} more pairs would decide it" if again.more_samples else ""
         raise CannotConfirm(
-            f"the re-run (runs {outcomes[0].run_id}, {outcomes[1].run_id}) is inconclusive: "
-            f"{again.change_pct:+.1f}% [{again.ci_pct[0]:+.1f}, {again.ci_pct[1]:+.1f}]{more}; "
-            "confirm again with more --pairs"
+            f"{rerun.subject} is inconclusive: "
+            f"{again.change_pct:+.1f}% [{again.ci_pct[0]:+.1f}, {again.ci_pct[1]:+.1f}]{more}{rerun.again}"
         )
     status = RegressionStatus.CONFIRMED if same_way else RegressionStatus.FALSE_ALARM
-    note = (f"re-run interleaved (runs {outcomes[0].run_id}, {outcomes[1].run_id}): "
+    note = (f"{rerun.what}: "
             f"{again.change_pct:+.1f}% [{again.ci_pct[0]:+.1f}, {again.ci_pct[1]:+.1f}], p={again.p_value:.2g}")
     if undecided:
-        note = (f"not confirmed: {note}, inconclusive after {outcomes[0].repetitions} pairs; "
+        note = (f"not confirmed: {note}, inconclusive after {rerun.length}; "
                 f"`perfline regressions mark {regression.id} new` tries again")
-    if how := found.describe():
+    if how:
         note += f"; {how}"
-    return transition(store, regression.id, status, note), comparison
+    return transition(store, regression.id, status, note)

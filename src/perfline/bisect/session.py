@@ -131,9 +131,7 @@ def start(store: Store, request: StartRequest, notify: Notify) -> BisectionRecor
     case = _case(job, booted)
     if case.target == "kexec":
         # Before anything is stored: a machine that may not boot the probes' kernels refuses now.
-        settings = machine_settings.load()
-        kexec.require_opt_in(settings)
-        kexec.require_resume_unit(settings)
+        kexec.require_boot_allowed(machine_settings.load())
     direction = _direction(request, job)
     tree = request.kernel_tree or request.repo
     assert tree is not None

@@ -20,9 +20,9 @@ from perfline.targets import kexec, machine_settings
 
 if TYPE_CHECKING:
     from perfline.records.job import Case
-    from perfline.runner.kexec_resume import Resumed
+    from perfline.runner.kexec_resume import BootSteps, Resumed
     from perfline.store import Store
-    from perfline.store.kexec_boots import KexecBoot
+    from perfline.store.kexec_boots import KexecBoot, KexecSeries
 
 # `ab --target kexec`: boots a side, unless --blocks says otherwise.
 DEFAULT_BLOCKS = 3
@@ -115,48 +115,68 @@ def resume(
         return
     resumed = resume_here(store)
     if resumed.boot is not None and resumed.boot.series_id is not None:
-        _go_on_with_series(store, resumed.boot)
+        go_on(store, resumed.boot)
     if resumed.reboot:
         kexec.reboot()
     if resumed.outcome == "boot-failed":
         raise typer.Exit(EXIT_FAILED)
 
 
-def _go_on_with_series(store: Store, boot: KexecBoot) -> None:
-    """An ab over boots: the next block's boot, or, after the last, the comparison. A
-    bisection's probe: the bisection carried on."""
+def go_on(store: Store, boot: KexecBoot, steps: BootSteps | None = None) -> None:
+    """What `perfline resume` does after a boot of a series closed: an ab over boots,
+    the next block's boot, or after the last, the comparison; a bisection's probe, the
+    bisection carried on; a tracker's boot (a tested commit, its confirmation's last
+    block, its bisection's probe), the tracker's pass. `steps`: how this machine boots
+    (a test gives its own)."""
     from perfline.analysis.kexec_ab import comparison
     from perfline.report.comparison_table import comparison_view
     from perfline.runner import kexec_series
-
-    if store.kexec_series(boot.series_id or 0).kind == "bisect":
-        _go_on_with_bisection(store, boot)
-        return
-    said = kexec_series.go_on(store, boot, machine_settings.load())
-    if said is None:
-        return
-    notify(said)
-    series = store.kexec_series(boot.series_id or 0)
-    if series.state in ("done", "failed") and (compared := comparison(store, series)) is not None:
-        console.print(comparison_view(compared))
-
-
-def _go_on_with_bisection(store: Store, boot: KexecBoot) -> None:
-    from perfline.bisect.kexec_probe import bisection_of
-    from perfline.cli.bisect import carry_on
-    from perfline.records.status import BisectionStatus
+    from perfline.runner.kexec_resume import THIS_MACHINE
 
     series = store.kexec_series(boot.series_id or 0)
     if series.state != "open" or boot.state not in ("returned", "boot-failed"):
         return
+    if series.kind == "bisect":
+        _go_on_with_bisection(store, series, steps)
+        return
+    if series.kind == "track":
+        _carry_on_tracker(store, str(series.settings["tracker"]), steps)
+        return
+    said = kexec_series.go_on(store, boot, machine_settings.load(), steps or THIS_MACHINE)
+    if said is None:
+        return
+    notify(said)
+    series = store.kexec_series(series.id)
+    if series.state in ("done", "failed") and (compared := comparison(store, series)) is not None:
+        console.print(comparison_view(compared))
+    if series.state != "open" and "tracker" in series.settings:  # a tracker's confirmation: judged by its pass
+        _carry_on_tracker(store, str(series.settings["tracker"]), steps)
+
+
+def _go_on_with_bisection(store: Store, series: KexecSeries, steps: BootSteps | None) -> None:
+    """The bisection carried on: by its tracker's pass when it narrows a tracker's
+    regression (which records the culprit), else on its own."""
+    from perfline.bisect.kexec_probe import bisection_of
+    from perfline.cli.bisect import carry_on
+    from perfline.records.status import BisectionStatus
+
     record = store.bisection(bisection_of(series.settings))
+    trackers = {r.tracker for r in store.regressions() if r.bisection_id == record.id and r.tracker}
     try:
-        if record.status == BisectionStatus.RUNNING:
+        if trackers:
+            _carry_on_tracker(store, trackers.pop(), steps)
+        elif record.status == BisectionStatus.RUNNING:
             carry_on(store, record)
     finally:
         status = store.bisection(record.id).status
         if status != BisectionStatus.RUNNING:
             store.end_kexec_series(series.id, "failed" if status == BisectionStatus.FAILED else "done")
+
+
+def _carry_on_tracker(store: Store, name: str, steps: BootSteps | None) -> None:
+    from perfline.cli.track import carry_on
+
+    carry_on(store, name, steps)
 
 
 def resume_here(store: Store, root: Path = Path("/")) -> Resumed:
@@ -197,9 +217,7 @@ def start_kexec(cases: list[Case], label: str | None, kernel_commit: str | None)
     from perfline.runner.kexec_resume import start
 
     settings = machine_settings.load()
-    # Before the store is opened: nothing changes on refusal, not even a new store file.
-    kexec.require_opt_in(settings)
-    kexec.require_resume_unit(settings)
+    kexec.require_boot_allowed(settings)  # before the store is opened
     boot = start(open_store(), cases, settings, label=label, kernel_commit=kernel_commit)
     say_booting(boot)
 
@@ -221,8 +239,7 @@ def start_kexec_ab(case_a: Case, case_b: Case, pairs: int, blocks: int, label: s
     from perfline.runner.kexec_series import block_sizes, plan_steps, start_ab
 
     settings = machine_settings.load()
-    kexec.require_opt_in(settings)  # before the store is opened, as for `run`
-    kexec.require_resume_unit(settings)
+    kexec.require_boot_allowed(settings)  # before the store is opened, as for `run`
     if not 1 <= blocks <= pairs:
         raise UserError(f"--blocks {blocks}: give 1 to --pairs ({pairs}) boots a side")
     series, boot = start_ab(open_store(), case_a, case_b, pairs, blocks, settings, label=label,
@@ -293,3 +310,4 @@ def series(
 
 def require_opt_in() -> None:
     kexec.require_opt_in(machine_settings.load())
+

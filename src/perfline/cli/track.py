@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from perfline.records.metric import Measurement
     from perfline.report.tracking import TrackerState
     from perfline.runner import RunOutcome
+    from perfline.runner.kexec_resume import BootSteps
     from perfline.store import Store
     from perfline.track.tracker_file import TrackerSpec
 
@@ -94,20 +95,49 @@ def run(
 
     Example: perfline track run --once examples/track/demo.yaml
     """
-    from perfline.runner import RunContext, terminate_as_interrupt  # not above: slow to import
     from perfline.track.repository import check
-    from perfline.track.tracking import run_pass
 
     spec = _load(file)
     tolerance = _pace_tolerance(pace_tolerance)
+    _require_kexec_allowed(spec)  # before the tree is fetched or the store opened
     check(spec, notify)
     store = open_store()
+    _passes(store, spec, file, once, interval, tolerance)
+
+
+def _require_kexec_allowed(spec: TrackerSpec) -> None:
+    """A tracker that boots this machine into its commits' kernels needs the machine's opt-in."""
+    from perfline.targets import kexec, machine_settings
+    from perfline.track.testing import cases
+
+    if spec.fleet_class is None and any(case.target == "kexec" for case in cases(spec)):
+        kexec.require_boot_allowed(machine_settings.load())
+
+
+def carry_on(store: Store, name: str, boot_steps: BootSteps | None = None) -> None:
+    """A kexec tracker after one of its boots, back on the default kernel (`perfline
+    resume`): its pass goes on from the store, to the next boot or to its end."""
+    from perfline.track.repository import check
+
+    tracker = store.tracker(name)
+    spec = _load(Path(tracker.file))
+    check(spec, notify)
+    _passes(store, spec, Path(tracker.file), True, 0.0, _pace_tolerance("10%"), boot_steps)
+
+
+def _passes(store: Store, spec: TrackerSpec, file: Path, once: bool, interval: float, tolerance: float | None,
+            boot_steps: BootSteps | None = None) -> None:
+    from perfline.runner import RunContext, terminate_as_interrupt  # not above: slow to import
+    from perfline.runner.kexec_resume import THIS_MACHINE, MachineBooting
+    from perfline.track.tracking import run_pass
+
     with _progress() as observer, terminate_as_interrupt():
         ctx = RunContext(store=store, fingerprint=local.fingerprint, observer=observer)
-        fetched = True  # by `check` just above
+        fetched = True  # by `check` just before
         try:
             while True:
-                done = run_pass(store, spec, ctx, observer.bisect, notify, tolerance, fetched=fetched)
+                done = run_pass(store, spec, ctx, observer.bisect, notify, tolerance, fetched=fetched,
+                                boot_steps=boot_steps or THIS_MACHINE)
                 fetched = False
                 notify(f"{spec.name}: tested {sum(t.complete for t in done.tested)} commit(s), "
                         f"{done.pending} pending, {sum(f.new for f in done.found)} new change(s), head "
@@ -116,6 +146,13 @@ def run(
                     break
                 spec = _load(file)  # an edited file takes effect at the next pass
                 time.sleep(60 * interval)
+        except MachineBooting as booting:
+            # Not a crash: the commit's kernel boots, and `perfline resume` carries the pass on.
+            boot = booting.boot
+            errors.print(f"{escape(spec.name)}: kexec boot {boot.id} into {escape(boot.kernel)} "
+                         f"({escape(boot.release)}); `perfline resume` measures it after the boot and carries the "
+                         "pass on", highlight=False, soft_wrap=True)
+            return
         except KeyboardInterrupt:
             errors.print("[yellow]interrupted: `perfline track run` continues where this stopped[/yellow]")
             raise typer.Exit(EXIT_INTERRUPTED) from None

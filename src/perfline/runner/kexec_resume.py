@@ -105,8 +105,7 @@ class Checked:
 def check(store: Store, cases: list[Case], settings: MachineSettings, root: Path = Path("/")) -> Checked:
     """Everything a boot of these cases needs, each missing thing a KexecRefused that says
     which; nothing is changed here."""
-    kexec.require_opt_in(settings)
-    kexec.require_resume_unit(settings)
+    kexec.require_boot_allowed(settings)
     kernels = {(case.boot_kernel, case.cmdline) for case in cases}
     if len(kernels) != 1:
         raise kexec.KexecRefused("one kexec boot measures one kernel with one command line: this job asks for "

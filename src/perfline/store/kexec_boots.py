@@ -186,6 +186,14 @@ class KexecBootQueries:
                 raise LookupError(f"no kexec series {series_id}")
             return _series(row)
 
+    def kexec_series_for(self, kind: str, key: str, value: object) -> KexecSeries | None:
+        """The newest series of a kind whose settings give `key` this value (a tracker
+        regression's confirmation over boots), in any state."""
+        with self._session() as session:
+            rows = session.scalars(select(KexecSeriesRow).where(KexecSeriesRow.kind == kind)
+                                   .order_by(KexecSeriesRow.id.desc()))
+            return next((_series(row) for row in rows if (row.settings or {}).get(key) == value), None)
+
     def kexec_series_list(self, limit: int = 20) -> list[KexecSeries]:
         with self._session() as session:
             rows = session.scalars(select(KexecSeriesRow).order_by(KexecSeriesRow.id.desc()).limit(limit))

@@ -111,6 +111,13 @@ def require_resume_unit(settings: MachineSettings) -> None:
                            "root, so that the job goes on after the boot", settings.path)
 
 
+def require_boot_allowed(settings: MachineSettings) -> None:
+    """The opt-in and the resume unit: what a command that boots this machine checks
+    before it opens the store, so that a refusal changes nothing, not even a new store file."""
+    require_opt_in(settings)
+    require_resume_unit(settings)
+
+
 def refusal(root: Path = Path("/")) -> str | None:
     """Why this kernel would refuse to load another one now; None when nothing is known to."""
     if _read(root / "proc/sys/kernel/kexec_load_disabled") == "1":

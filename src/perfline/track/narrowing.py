@@ -25,11 +25,13 @@ from perfline.monitors import MONITORS, MonitorUnavailable
 from perfline.records.job import Case
 from perfline.records.status import BisectionStatus, RegressionStatus, RunStatus
 from perfline.runner import RunContext, execute_interleaved
+from perfline.runner.kexec_resume import THIS_MACHINE, BootSteps
 from perfline.stats.sequential import SequentialPlan
 from perfline.store import Regression, Store, Suspect
 from perfline.store.bisections import BisectionRecord
 from perfline.system.process import CommandFailed
 from perfline.targets.kernels import cache_dir
+from perfline.track import kexec_tests
 from perfline.track.budget import Budget
 from perfline.track.testing import at_commit, cases
 from perfline.track.tracker_file import TrackedJob, TrackerSpec
@@ -59,15 +61,19 @@ PROFILE = "perf-profile"
 
 def narrow(store: Store, spec: TrackerSpec, regression: Regression, repo: Path, builder: Builder,
            ctx: RunContext, budget: Budget, progress: Progress, notify: Notify,
-           pace_tolerance: float | None, queue: FleetQueue | None = None) -> Regression:
+           pace_tolerance: float | None, queue: FleetQueue | None = None,
+           boot_steps: BootSteps = THIS_MACHINE) -> Regression:
     """Take the record one step further as far as the budget allows: new -> confirmed
     (or false-alarm) -> bisected with its culprit. With `queue` (a fleet tracker), the
     confirmation and the bisection run on a machine of its class; the profiled A/B of
-    the culprit is not taken there (perf's profile is this machine's to take)."""
+    the culprit is not taken there (perf's profile is this machine's to take). A job of
+    target kexec confirms and bisects over boots of this machine (MachineBooting stops
+    the pass at each; track.kexec_tests)."""
     if regression.status == RegressionStatus.NEW:
-        regression = _confirm(store, spec, regression, builder, ctx, budget, notify, queue)
+        regression = _confirm(store, spec, regression, builder, ctx, budget, notify, queue, boot_steps)
     if regression.status == RegressionStatus.CONFIRMED:
-        regression = _bisect(store, spec, regression, repo, budget, progress, notify, pace_tolerance, queue)
+        regression = _bisect(store, spec, regression, repo, budget, progress, notify, pace_tolerance, queue,
+                             boot_steps)
     # A range has no one commit to profile against its parent.
     if (regression.status == RegressionStatus.BISECTED and regression.culprit is not None and queue is None
             and not store.find_runs(label=why_label(regression.id), status=RunStatus.COMPLETED)):
@@ -118,7 +124,7 @@ def _case(spec: TrackerSpec, regression: Regression) -> Case:
 
 
 def _confirm(store: Store, spec: TrackerSpec, regression: Regression, builder: Builder, ctx: RunContext,
-             budget: Budget, notify: Notify, queue: FleetQueue | None) -> Regression:
+             budget: Budget, notify: Notify, queue: FleetQueue | None, boot_steps: BootSteps) -> Regression:
     if budget.left() < 2:
         return regression
     assert regression.good is not None and regression.bad is not None
@@ -139,6 +145,15 @@ def _confirm(store: Store, spec: TrackerSpec, regression: Regression, builder: B
         here, on_commit = at_commit(spec, builder, ctx, sha, spec.name)
         sides.append((on_commit(case), here))
     (before, ctx_before), (after, ctx_after) = sides
+    if case.target == "kexec":
+        try:
+            judged = kexec_tests.confirm(store, spec.name, regression, before, after, spec.floor_pct, boot_steps)
+        except CannotConfirm as exc:
+            notify(f"regression {regression.id}: cannot confirm: {exc}")
+            return regression
+        if judged.status != RegressionStatus.NEW:
+            notify(f"regression {judged.id}: {judged.status} ({judged.note})")
+        return judged
     plan = SequentialPlan.up_to(pairs, 0.01)
     notify(f"regression {regression.id}: confirming {regression.good[:12]} against {regression.bad[:12]} "
            f"interleaved, up to {pairs} pairs")
@@ -161,7 +176,7 @@ def confirm_pairs(strength: float) -> int:
 
 def _bisect(store: Store, spec: TrackerSpec, regression: Regression, repo: Path, budget: Budget,
             progress: Progress, notify: Notify, pace_tolerance: float | None,
-            queue: FleetQueue | None) -> Regression:
+            queue: FleetQueue | None, boot_steps: BootSteps) -> Regression:
     record = _bisection_of(store, spec, regression, repo, budget, notify)
     if record is None:
         return regression
@@ -174,7 +189,8 @@ def _bisect(store: Store, spec: TrackerSpec, regression: Regression, repo: Path,
             record = on_fleet.bisect(spec, record, budget.left(), pace_tolerance, store, queue, notify)
         else:
             try:
-                session.run(store, record, progress, notify, pace_tolerance, allowed=lambda: budget.left() > 0)
+                session.run(store, record, progress, notify, pace_tolerance, allowed=lambda: budget.left() > 0,
+                            boot_steps=boot_steps)
             except BisectionFailed as exc:
                 notify(f"regression {regression.id}: {exc}")
                 return regression

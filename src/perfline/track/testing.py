@@ -21,7 +21,9 @@ from perfline.jobs import expand
 from perfline.records.job import Case
 from perfline.records.status import RunStatus
 from perfline.runner import RunContext, execute
+from perfline.runner.kexec_resume import THIS_MACHINE, BootSteps
 from perfline.store import Store
+from perfline.track import kexec_tests
 from perfline.track.budget import Budget
 from perfline.track.machines import Measuring
 from perfline.track.selection import selected
@@ -37,11 +39,15 @@ UNTESTABLE_AFTER = 2
 def cases(spec: TrackerSpec) -> list[Case]:
     """Every case of every job, as each tested commit runs them."""
     found = [case for job in spec.jobs for case in expand(job.spec)]
-    if spec.kernel_config is not None:
-        # On the fleet, a machine of the class boots each build (target kexec); here, a VM does.
-        as_booted = kernel.vm_case if spec.fleet_class is None else kernel.kexec_case
-        found = [as_booted(case, str(spec.path)) for case in found]
-    return found
+    if spec.kernel_config is None:
+        if booting := [case for case in found if case.target == "kexec"]:
+            raise spec.error("jobs", f"{booting[0].job}: target kexec boots each tested commit's kernel on this "
+                                     "machine, which a tracker builds with build: {kernel: {config: FILE}}")
+        return found
+    # On the fleet, a machine of the class boots each build (target kexec); here, a VM
+    # does, or this machine itself for a job of target kexec (track.kexec_tests).
+    return [kernel.kexec_case(case, str(spec.path)) if spec.fleet_class is not None or case.target == "kexec"
+            else kernel.vm_case(case, str(spec.path)) for case in found]
 
 
 def builder_for(spec: TrackerSpec, repo: Path, notify: Notify) -> Builder:
@@ -77,12 +83,13 @@ def _failed_before(builder: Builder, sha: str) -> bool:
 def at_commit(spec: TrackerSpec, builder: Builder, ctx: RunContext, sha: str, label: str
               ) -> tuple[RunContext, Callable[[Case], Case]]:
     """Where a built commit's cases run, and each case as it runs there: a kernel
-    tracker registers the commit's bzImage (`track-NAME-SHA12`) and boots it, any other
-    runs in the commit's worktree."""
+    tracker registers the commit's bzImage (`track-NAME-SHA12`) and boots it (in a VM, or
+    this machine for a case of target kexec), any other runs in the commit's worktree."""
     here = replace(ctx, label=label, kernel_commit=sha)
     if isinstance(builder, kernel.KernelBuilder):
         name = kernel.register(builder.kept(sha), f"track-{spec.name}-{sha[:12]}", sha).name
-        return here, lambda case: kernel.with_kernel(case, name)
+        return here, lambda case: (replace(case, boot_kernel=name) if case.target == "kexec"
+                                   else kernel.with_kernel(case, name))
     return replace(here, tree=builder.tree(sha)), lambda case: case
 
 
@@ -95,8 +102,10 @@ class Tested:
 
 
 def test_commit(spec: TrackerSpec, commit: git.Commit, store: Store, builder: Builder, ctx: RunContext,
-                where: Measuring, budget: Budget, notify: Notify) -> Tested:
-    """Build the commit and run every case it has no completed run of, within the budget."""
+                where: Measuring, budget: Budget, notify: Notify, boot_steps: BootSteps = THIS_MACHINE) -> Tested:
+    """Build the commit and run every case it has no completed run of, within the budget.
+    A case of target kexec is a boot of the commit's kernel: MachineBooting stops the
+    pass, and `perfline resume` carries it on after the boot (track.kexec_tests)."""
     built = builder.build(commit.sha)
     if not built.ok:
         notify(f"{commit.sha[:12]} ({commit.subject}) does not build; left out:\n{built.log_tail}")
@@ -117,6 +126,8 @@ def test_commit(spec: TrackerSpec, commit: git.Commit, store: Store, builder: Bu
                 notify(f"{commit.sha[:12]} ({commit.subject}) no longer builds from a fresh checkout")
                 return Tested(commit, runs, False, "does not build")
             here, on_commit = at_commit(spec, builder, ctx, commit.sha, spec.name)
+            if case.target == "kexec":
+                kexec_tests.boot(store, spec.name, on_commit(case), commit.sha, boot_steps)
             builder.settle()
             runs += 1
             outcome = execute(on_commit(case), here)

@@ -18,8 +18,9 @@ from perfline.bisect.driver import Progress
 from perfline.builds.worktree import Builder
 from perfline.records.status import BisectionStatus, RegressionStatus
 from perfline.runner import RunContext
+from perfline.runner.kexec_resume import THIS_MACHINE, BootSteps
 from perfline.store import Regression, Store
-from perfline.track import mailing
+from perfline.track import kexec_tests, mailing
 from perfline.track.budget import Budget
 from perfline.track.judging import Found, daily_numbers, judge_history, open_regressions, tracker_series
 from perfline.track.machines import measuring
@@ -47,19 +48,24 @@ class Pass:
 
 def run_pass(store: Store, spec: TrackerSpec, ctx: RunContext, progress: Progress,
              notify: Notify, pace_tolerance: float | None, now: datetime | None = None,
-             fetched: bool = False) -> Pass:
+             fetched: bool = False, boot_steps: BootSteps = THIS_MACHINE) -> Pass:
     """One pass, on this machine or, for a tracker with `fleet:`, on its class's machines.
-    `fetched`: a URL's clone was fetched a moment ago (by the check before the first pass)."""
+    `fetched`: a URL's clone was fetched a moment ago (by the check before the first pass).
+    A kernel tracker with jobs of target kexec stops (MachineBooting) at each boot of a
+    tested commit's kernel; `perfline resume` carries the pass on after it."""
     if spec.fleet_class is None:
-        return _pass(store, spec, ctx, None, progress, notify, pace_tolerance, now, fetched)
+        done = _pass(store, spec, ctx, None, progress, notify, pace_tolerance, now, fetched, boot_steps)
+        kexec_tests.end_series(store, spec.name)
+        return done
     from perfline.track import on_fleet  # procrastinate: only for a tracker on a fleet
 
     with on_fleet.open_queue(store) as queue:
-        return _pass(store, spec, ctx, queue, progress, notify, pace_tolerance, now, fetched)
+        return _pass(store, spec, ctx, queue, progress, notify, pace_tolerance, now, fetched, boot_steps)
 
 
 def _pass(store: Store, spec: TrackerSpec, ctx: RunContext, queue: FleetQueue | None, progress: Progress,
-          notify: Notify, pace_tolerance: float | None, now: datetime | None, fetched: bool) -> Pass:
+          notify: Notify, pace_tolerance: float | None, now: datetime | None, fetched: bool,
+          boot_steps: BootSteps) -> Pass:
     now = now or datetime.now(UTC)
     repo, ref = local_repo(spec, notify, fetch=not fetched)
     head = git.resolve(repo, ref)
@@ -79,7 +85,7 @@ def _pass(store: Store, spec: TrackerSpec, ctx: RunContext, queue: FleetQueue | 
         for regression in open_regressions(store, spec.name, spec.narrow):
             if which(regression) and budget.left() > 0:
                 done.narrowed.append(narrow(store, spec, regression, repo, builder, ctx, budget, progress, notify,
-                                            pace_tolerance, queue))
+                                            pace_tolerance, queue, boot_steps))
 
     if spec.narrow:  # a regression's bisection in progress goes first
         narrow_all(lambda r: r.kind == "regression" and r.bisection_id is not None
@@ -98,7 +104,7 @@ def _pass(store: Store, spec: TrackerSpec, ctx: RunContext, queue: FleetQueue | 
                        "wait for tomorrow")
                 break
             notify(f"testing {commit.sha[:12]} {commit.subject}")
-            done.tested.append(test_commit(spec, commit, store, builder, ctx, where, budget, notify))
+            done.tested.append(test_commit(spec, commit, store, builder, ctx, where, budget, notify, boot_steps))
     done.pending = sum(not t.complete for t in done.tested) + len(todo) - len(done.tested)
     # The tracker's series, read once for both: the records and the daily numbers.
     tracked = tracker_series(store, spec, repo, where)
