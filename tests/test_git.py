@@ -101,3 +101,25 @@ def test_worktrees_leave_no_record_once_removed(repo: tuple[Path, list[str]], tm
     git.prune_worktrees(path)
     assert not tree.exists()
     assert not list((path / ".git" / "worktrees").glob("*"))
+
+
+def test_a_worktree_add_killed_before_its_directory_is_made_again(repo: tuple[Path, list[str]],
+                                                                   tmp_path: Path) -> None:
+    """A `git worktree add` killed after it locked its record, before its directory was
+    made (a tracker SIGKILLed during a build's checkout): the next add at that path takes
+    it over instead of failing on the missing but locked worktree."""
+    path, shas = repo
+    tree = tmp_path / "wt"
+    git.add_worktree(path, tree, shas[1])
+    run_git(path, "worktree", "lock", "--reason", "initializing", str(tree))
+    subprocess.run(["rm", "-rf", str(tree)], check=True)
+    git.add_worktree(path, tree, shas[1])
+    assert (tree / ".git").exists()
+
+
+def test_a_git_error_names_what_went_wrong_not_its_progress(repo: tuple[Path, list[str]], tmp_path: Path) -> None:
+    path, shas = repo
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "file").write_text("not empty")
+    with pytest.raises(git.GitError, match=r"git worktree: fatal: .*already exists"):
+        git.add_worktree(path, tmp_path / "taken", shas[1])

@@ -62,8 +62,10 @@ def _error(repo: Path, args: tuple[str, ...], stderr: str) -> GitError:
                         r"[^']*'?([^'\n]*)", text)
     if unknown:
         return GitError(f"unknown revision {unknown.group(1) or args[-1]!r}", repo)
-    first = text.splitlines()[0] if text else "failed"
-    return GitError(f"git {args[0]}: {first}", repo)
+    # git prints progress ("Preparing worktree ...") before what went wrong.
+    lines = text.splitlines()
+    said = next((line for line in lines if line.startswith(("fatal:", "error:"))), lines[0] if lines else "failed")
+    return GitError(f"git {args[0]}: {said}", repo)
 
 
 def _out(repo: Path, *args: str) -> str:
@@ -175,8 +177,10 @@ def changed_functions(repo: Path, rev: str) -> list[str]:
 
 
 def add_worktree(repo: Path, path: Path, sha: str) -> None:
-    """A detached worktree of `sha` at `path` (`--force`: over a half-made one)."""
-    _out(repo, "worktree", "add", "--detach", "--force", str(path), sha)
+    """A detached worktree of `sha` at `path`, over a half-made one: git locks a worktree's
+    record while adding it, so one killed then leaves a locked record of a directory that
+    may not exist, which only a second --force lets `add` take over."""
+    _out(repo, "worktree", "add", "--detach", "--force", "--force", str(path), sha)
 
 
 def remove_worktree(repo: Path, path: Path) -> None:
