@@ -17,9 +17,10 @@ from dataclasses import replace
 from perfline.bisect.driver import BOOT_FAILED, MeasureFailed
 from perfline.records.job import Case
 from perfline.runner.kexec_resume import BootSteps, MachineBooting, check, start
+from perfline.runner.kexec_series import open_series
 from perfline.store import Store
 from perfline.store.bisections import BisectionRecord
-from perfline.targets import local, machine_settings
+from perfline.targets import machine_settings
 
 KIND = "bisect"
 
@@ -37,7 +38,7 @@ def probe(store: Store, record: BisectionRecord, case: Case, kernel: str, sha: s
             return fresh[0]
     cases, settings = [replace(case, boot_kernel=kernel)], machine_settings.load()
     check(store, cases, settings, steps.root)  # before the series row: a refusal writes nothing
-    series = _series(store, record.id, steps)
+    series = open_series(store, KIND, "bisection", record.id, label, steps)
     boot = start(store, cases, settings, label=label,
                  kernel_commit=sha, root=steps.root, stage=steps.stage, boot=steps.boot, reboot=steps.reboot,
                  series=(series, index))
@@ -48,11 +49,3 @@ def bisection_of(settings: dict[str, object]) -> int:
     """The bisection a `bisect` series carries on."""
     return int(str(settings["bisection"]))
 
-
-def _series(store: Store, bisection_id: int, steps: BootSteps) -> int:
-    """The bisection's series (its boots' link to it, for `perfline resume`): made at its first boot."""
-    for series in store.open_kexec_series(KIND):
-        if bisection_of(series.settings) == bisection_id:
-            return series.id
-    return store.plan_kexec_series(local.machine_id(steps.root), KIND, [], {"bisection": bisection_id},
-                                   f"bisect-{bisection_id}", None).id

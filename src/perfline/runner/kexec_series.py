@@ -22,6 +22,15 @@ from perfline.targets import kexec, local
 from perfline.targets.machine_settings import MachineSettings
 
 
+def open_series(store: Store, kind: str, key: str, owner: int | str, label: str, steps: BootSteps) -> int:
+    """The open series of `kind` whose settings name `owner` under `key` (a bisection's,
+    a tracker's: its boots' link to it, for `perfline resume`), made at its first boot."""
+    for series in store.open_kexec_series(kind):
+        if str(series.settings[key]) == str(owner):
+            return series.id
+    return store.plan_kexec_series(local.machine_id(steps.root), kind, [], {key: owner}, label, None).id
+
+
 def block_sizes(pairs: int, blocks: int) -> list[int]:
     """`pairs` repetitions a side over `blocks` boots a side, as even as they divide."""
     base, extra = divmod(pairs, blocks)

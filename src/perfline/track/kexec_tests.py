@@ -24,9 +24,9 @@ from perfline.analysis.kexec_ab import comparison
 from perfline.analysis.regressions import CannotConfirm, ReRun, judge_rerun, rerun_label
 from perfline.records.job import Case
 from perfline.runner.kexec_resume import BootSteps, MachineBooting, check, start
-from perfline.runner.kexec_series import start_ab
+from perfline.runner.kexec_series import open_series, start_ab
 from perfline.store import Regression, Store
-from perfline.targets import local, machine_settings
+from perfline.targets import machine_settings
 
 KIND = "track"
 # A confirmation's boots a side: each block's run is a unit of the comparison, so the
@@ -39,7 +39,7 @@ def boot(store: Store, name: str, case: Case, sha: str, steps: BootSteps) -> NoR
     """Check and start the boot that measures `case` (its kernel set) at `sha`."""
     cases, settings = [case], machine_settings.load()
     check(store, cases, settings, steps.root)  # before the series row: a refusal writes nothing
-    series = _series(store, name, steps)
+    series = open_series(store, KIND, "tracker", name, name, steps)
     planned = start(store, cases, settings, label=name, kernel_commit=sha, root=steps.root, stage=steps.stage,
                     boot=steps.boot, reboot=steps.reboot, series=(series, len(store.series_boots(series))))
     raise MachineBooting(planned)
@@ -80,10 +80,3 @@ def end_series(store: Store, name: str) -> None:
         if tracker_of(series.settings) == name:
             store.end_kexec_series(series.id, "done")
 
-
-def _series(store: Store, name: str, steps: BootSteps) -> int:
-    """The tracker's open series (its boots' link to it, for `perfline resume`): made at its first boot."""
-    for series in store.open_kexec_series(KIND):
-        if tracker_of(series.settings) == name:
-            return series.id
-    return store.plan_kexec_series(local.machine_id(steps.root), KIND, [], {"tracker": name}, name, None).id
