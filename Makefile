@@ -92,8 +92,9 @@ lint: install
 	$(BIN)/ruff check src
 	$(BIN)/mypy
 
+# The slowest tests listed at the end: the suite's time is watched (about 20 minutes here).
 test: install-deps install native web-assets lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 test-slow: install-deps install native web-assets
 	$(BIN)/pytest -q -m slow

@@ -1,4 +1,8 @@
-"""Bisecting a real C program's slowdown with the real compiler and real timing."""
+"""Bisecting a real C program's slowdown with the real compiler: the first test with real
+timing and the default settings; the tests of resuming, of the pace guard's logic and of
+stored history with bench.c's noise set instead of timed (tests/noise.py), so that their
+answer and their time do not depend on how busy this machine is today (under a load of 4
+each took 100-180 s timed, most of it samples retaken and the CPUs awaited after builds)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from noise import SET_NOISE
 
 COMMITS = 64
 # The culprit makes the program do 8% more work, as the issue asks.
@@ -54,6 +59,12 @@ def start_args(repo: Path, shas: list[str], db: Path, *more: str) -> list[str]:
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PERFLINE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def set_noise(env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in SET_NOISE.items():
+        monkeypatch.setenv(name, value)
 
 
 # The machine's speed is the one thing these tests cannot make happen on demand: a `pace`
@@ -133,7 +144,9 @@ def test_bisect_finds_the_commit_that_made_it_slower_and_takes_a_slow_sample_aga
     assert result["confirmation"]["decision"] == "confirmed"
 
 
-def test_sigkill_then_resume_repeats_no_measurement(repo: tuple[Path, list[str]], tmp_path: Path, env: None) -> None:
+def test_sigkill_then_resume_repeats_no_measurement(
+    repo: tuple[Path, list[str]], tmp_path: Path, set_noise: None
+) -> None:
     """SIGKILL mid-bisection, then `bisect resume` without an id (the newest unfinished
     bisection): no measurement repeated, and the repository keeps no .git/worktrees
     entry once the bisection has ended."""
@@ -193,7 +206,7 @@ params:
 
 
 def test_stored_runs_at_the_endpoints_are_the_bisections_history(
-    repo: tuple[Path, list[str]], tmp_path: Path, env: None
+    repo: tuple[Path, list[str]], tmp_path: Path, set_noise: None
 ) -> None:
     path, shas = repo
     db, job = tmp_path / "db", tmp_path / "job.yaml"
@@ -227,7 +240,7 @@ def test_stored_runs_at_the_endpoints_are_the_bisections_history(
 
 
 def test_a_machine_that_becomes_slower_for_good_is_followed(
-    repo: tuple[Path, list[str]], tmp_path: Path, env: None, pace: Path
+    repo: tuple[Path, list[str]], tmp_path: Path, set_noise: None, pace: Path
 ) -> None:
     """The host runs 40% slower from the 7th sample on and stays so: the first samples
     then are taken again, until the slower pace is the machine's recent pace; the
@@ -241,7 +254,7 @@ def test_a_machine_that_becomes_slower_for_good_is_followed(
 
 
 def test_a_machine_unusable_for_long_stops_the_bisection_until_resumed(
-    repo: tuple[Path, list[str]], tmp_path: Path, env: None, pace: Path
+    repo: tuple[Path, list[str]], tmp_path: Path, set_noise: None, pace: Path
 ) -> None:
     """Every other pace reading 4x slow: no sample is steady. After the patience (here
     0.05 min) the bisection stops with one line of figures, and resumes once the machine

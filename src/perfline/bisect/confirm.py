@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
+from scipy.special import stdtr, stdtrit
 
 from perfline.bisect.posterior import percent
 from perfline.stats.sequential import SequentialPlan
-from perfline.stats.two_sample import TRIM_OUTLIER_Z, outlier_indexes
+from perfline.stats.two_sample import TRIM_OUTLIER_Z, outlier_indexes, trimmed_difference
 
 # Yuen's trimmed-mean test when an outlier is seen: from five samples a side on, one 10x
 # outlier is trimmed away instead of inflating the variance until nothing is significant.
@@ -153,21 +154,19 @@ class ABConfirmation:
 
     def _look(self, n: int) -> _Look:
         if n not in self._judged:
-            from scipy import stats  # a second to import: `bisect status` and `log` never look
-
             a = np.log(np.asarray(self._samples[self.parent][:n], dtype=float))
             b = np.log(np.asarray(self._samples[self.culprit][:n], dtype=float))
-            test = stats.ttest_ind(b, a, equal_var=False, trim=_trim(a, b))
-            ci = test.confidence_interval(self.looks.confidence_at(n))
-            t_toward = test.statistic if self.increase else -test.statistic
-            nominal = float(stats.t.sf(t_toward, test.df))
+            difference, se, df = trimmed_difference(a, b, _trim(a, b))
+            # No spread at all (se 0): no t, no decision, as scipy.stats.ttest_ind says.
+            t = difference / se if se else float("nan")
+            nominal = float(stdtr(df, -t if self.increase else t))
             level = self.looks.one_sided_alpha(n)
             # Scaled to the whole test's alpha: below it exactly when the look confirms.
             p = min(1.0, nominal * self.looks.alpha / level)
-            # The t interval is centred on the difference of the trimmed means.
-            change = percent(float(ci.low + ci.high) / 2.0)
+            half = float(stdtrit(df, (1 + self.looks.confidence_at(n)) / 2)) * se
             crossed = nominal < level
-            self._judged[n] = _Look(change, (percent(ci.low), percent(ci.high)), p, crossed)
+            self._judged[n] = _Look(percent(difference), (percent(difference - half), percent(difference + half)),
+                                    p, crossed)
         return self._judged[n]
 
     def result(self) -> Confirmation:
