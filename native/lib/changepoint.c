@@ -32,14 +32,20 @@ int cp_read_points(PyObject *points, Py_ssize_t n, Py_ssize_t r, double *out)
 {
 	if (!PyList_Check(points) || PyList_Size(points) != n)
 		return -1;
+	/* The values' type, once checked: numpy's float64 is a subclass of float, whose
+	 * check walks its bases (a tenth of a detection when done for every value). */
+	PyTypeObject *checked = &PyFloat_Type;
 	for (Py_ssize_t i = 0; i < n; i++) {
 		PyObject *point = PyList_GetItem(points, i);
-		if (!PyList_Check(point) || PyList_Size(point) != r)
+		if ((Py_TYPE(point) != &PyList_Type && !PyList_Check(point)) || PyList_Size(point) != r)
 			return -1;
 		for (Py_ssize_t j = 0; j < r; j++) {
 			PyObject *value = PyList_GetItem(point, j);
-			if (!PyFloat_Check(value))
-				return -1;
+			if (Py_TYPE(value) != checked) {
+				if (!PyFloat_Check(value))
+					return -1;
+				checked = Py_TYPE(value);
+			}
 			*out++ = PyFloat_AsDouble(value);
 		}
 	}
@@ -54,9 +60,9 @@ int cp_read_points(PyObject *points, Py_ssize_t n, Py_ssize_t r, double *out)
  * enclosing segment's samples, whose first is `shift` samples before this one's: O(n)
  * where sorting each segment again was O(n log n). order has room for size + 1.
  *
- * in_place[s] (room for size + 1): twice sample s's mid-rank less size + 1, ties sharing
+ * in_place[s]: twice sample s's mid-rank less size + 1, ties sharing
  * their mid-rank (`values`, the segment's samples, is NULL when no two samples of the
- * series are equal: then the ranks are given while picking). With r = 0 (points with
+ * series are equal: then the ranks are the places in order). With r = 0 (points with
  * unequal counts) that is all. Otherwise scores[p] (unless r = 1: then the scores are
  * in_place): the sum of point p's r values of in_place, and result[] gets
  * { max over splits k = 3..m-3 of |scores[0] + ... + scores[k-1]| / spread[k - 3],
@@ -70,17 +76,19 @@ long cp_rank_scan(const int64_t *outer, long n_outer, long shift, long size, con
 	long picked = size;
 	if (outer != order) {
 		/* Without a branch (whether an offset is in the segment is as random as the
-		 * values): each offset is written, then kept or not; an offset outside the
-		 * segment ranks into the spare last place of in_place. */
+		 * values): each offset is written, then kept or not. The ranks are scattered
+		 * in a pass of their own, over the picked offsets only: done while picking,
+		 * every offset of the enclosing segment was a store to a random place. */
 		picked = 0;
 		for (long i = 0; i < n_outer; i++) {
 			int64_t o = outer[i] - shift;
-			int inside = (uint64_t)o < (uint64_t)size;
 			order[picked] = o;
-			in_place[inside ? o : size] = 2 * (int64_t)picked + 2 - centre;
-			picked += inside;
+			picked += (uint64_t)o < (uint64_t)size;
 		}
-	} else if (!values) {
+		if (picked != size)
+			return picked;
+	}
+	if (!values) {
 		for (long i = 0; i < size; i++)
 			in_place[order[i]] = 2 * (int64_t)i + 2 - centre;
 	}
@@ -98,7 +106,7 @@ long cp_rank_scan(const int64_t *outer, long n_outer, long shift, long size, con
 			start = end;
 		}
 	}
-	if (r == 0 || picked != size)
+	if (r == 0)
 		return picked;
 	const int64_t *points = in_place;
 	if (r > 1) {

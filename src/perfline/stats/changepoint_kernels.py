@@ -107,11 +107,11 @@ def rank_scan(
     """
     m = size // repetitions if repetitions else 0
     # One buffer for every output (each array handed to C costs microseconds): the order
-    # and the ranks in place (a spare place each for the C loop), the points' scores
-    # (more than one sample a point: else they are the ranks), three doubles of results.
+    # (a spare place for the C loop) and the ranks in place, the points' scores (more
+    # than one sample a point: else they are the ranks), three doubles of results.
     ranks_at = size + 1
-    scores_at = ranks_at if repetitions == 1 else 2 * size + 2
-    results_at = 2 * size + 2 + (m if repetitions > 1 else 0)
+    scores_at = ranks_at if repetitions == 1 else 2 * size + 1
+    results_at = 2 * size + 1 + (m if repetitions > 1 else 0)
     buffer = np.empty(results_at + 3, dtype=np.int64)
     address, source = _address(buffer), _address(outer)
     given = shift == 0 and len(outer) == size
