@@ -41,11 +41,13 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtri
 
 from perfline.stats.changepoint_kernels import (
+    Doubles,
     any_ties,
     decide,
     difference_quantiles,
     difference_sums,
     distinct_order,
+    doubles,
     log_tail,
     rank_scan,
     reach,
@@ -97,6 +99,8 @@ _ORDERS_KEPT = 32
 # Nodes and weights of the Gauss-Hermite average over the autocorrelation's sampling error.
 _RHO_NODES, _RHO_WEIGHTS = np.polynomial.hermite_e.hermegauss(5)
 _RHO_WEIGHTS /= _RHO_WEIGHTS.sum()
+# One node, of weight 1, where rho is taken as known.
+_KNOWN = (np.zeros(1), np.ones(1))
 # P(Z >= z | selected) at the conditional interval's lower end, middle, upper end.
 _SELECTED_QUANTILES = (0.025, 0.5, 0.975)
 # How closely a critical |z| is solved for, and how many Newton steps may be taken
@@ -412,7 +416,7 @@ def _noise_correlation(series: _Series, splits: list[int]) -> _Correlation:
     segments = (len(splits) + 1) / n
     # Not clipped at 0: the p-values average over the estimate's error, which is only
     # symmetric if the estimate is left where it falls.
-    rho = float(np.clip((r1 + segments) / (1.0 - 3.0 * segments), -_MAX_RHO, _MAX_RHO))
+    rho = min(max((r1 + segments) / (1.0 - 3.0 * segments), -_MAX_RHO), _MAX_RHO)
     # Bartlett's standard error of a lag-1 autocorrelation of AR(1) noise.
     return _Correlation(rho, math.sqrt((1.0 - rho * rho) / n))
 
@@ -452,7 +456,7 @@ def _difference_correlation(series: _Series) -> float:
     lag2 /= n - 2
     if lag1 == 0.0:
         return 0.0
-    return float(np.clip(lag2 / lag1 - 1.0 - 4.0 / math.sqrt(n), 0.0, _MAX_RHO))
+    return min(max(lag2 / lag1 - 1.0 - 4.0 / math.sqrt(n), 0.0), _MAX_RHO)
 
 
 def _common_count(starts: NDArray[np.intp]) -> int:
@@ -477,8 +481,9 @@ class _Correlation:
         time, and the tail probability is convex in it (at the default level a 10%
         too small factor doubles the false alarms).
         """
-        nodes, weights = (_RHO_NODES, _RHO_WEIGHTS) if self.se else (np.zeros(1), np.ones(1))
-        rho = np.clip(self.rho + self.se * nodes, -_MAX_RHO, _MAX_RHO)
+        nodes, weights = (_RHO_NODES, _RHO_WEIGHTS) if self.se else _KNOWN
+        # (np.clip's Python wrapper took longer than the arithmetic.)
+        rho = np.minimum(np.maximum(self.rho + self.se * nodes, -_MAX_RHO), _MAX_RHO)
         return (1.0 + rho) / (1.0 - rho), weights
 
 
@@ -512,9 +517,9 @@ class _Tester:
         self._inflations: list[float] = self.inflation.tolist()
         # What the bounds and the tail sums in C read (cp_decide, cp_log_tail): the level,
         # the root of the factor, the smallest inflation, then the nodes'.
-        self._constants = np.concatenate(([log_alpha, math.sqrt(self.factor), min(self._inflations), len(weights)],
-                                          self.inflation, weights, self.log_weights))
-        self._tails = np.empty(len(weights))  # log(weight * p) at each node, from cp_log_tail
+        self._constants = doubles([log_alpha, math.sqrt(self.factor), min(self._inflations), len(weights),
+                                   *self._inflations, *weights.tolist(), *self.log_weights.tolist()])
+        self._tails = doubles([0.0] * len(weights))  # log(weight * p) at each node, from cp_log_tail
         self.rng = rng
         # Refinement re-tests the same intervals round after round.
         self._done: dict[tuple[int, int], _Test] = {}
@@ -574,7 +579,7 @@ class _Tester:
         the factor of the node's rho is z * inflation there, and the same splits can reach
         it (cp_log_tail)."""
         log_p = log_tail(z, self._constants, terms.scales, terms.weights, terms.reach, self._tails)
-        return self._tails.tolist(), log_p
+        return self._tails[:], log_p
 
     def critical(self, a: int, b: int, test: _Test) -> _Test:
         """The significant `test` of points a..b-1 with the |z| its level asks for.
@@ -703,10 +708,10 @@ class _SplitLayout:
     interior_scale: float
     total_weight: float  # of all terms
     # The last three as the bounds in C read them (cp_decide, cp_tail_bound).
-    constants: NDArray[np.float64] = field(init=False, repr=False)
+    constants: Doubles = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "constants", np.array([self.interior, self.interior_scale, self.total_weight]))
+        object.__setattr__(self, "constants", doubles([self.interior, self.interior_scale, self.total_weight]))
 
 
 @lru_cache(maxsize=1024)

@@ -27,6 +27,14 @@ from perfline.system.native import native_library
 _POINTER = ctypes.c_void_p
 _LONG = ctypes.c_long
 _BYTE = ctypes.c_char
+# A few doubles that many calls read (a tester's or a segment length's constants): a
+# ctypes array is handed to C as it is, where a numpy array's address took a Python call.
+Doubles = ctypes.Array[ctypes.c_double]
+
+
+def doubles(values: Sequence[float]) -> Doubles:
+    """`values` as a ctypes array of doubles."""
+    return (ctypes.c_double * len(values))(*values)
 
 
 def _address(array: NDArray[np.generic]) -> int:
@@ -182,32 +190,32 @@ def residual_sums(x: NDArray[np.float64], splits: Sequence[int]) -> tuple[float,
     return first, second
 
 
-def tail_bound(tester: NDArray[np.float64], layout: NDArray[np.float64]) -> float:
+def tail_bound(tester: Doubles, layout: Doubles) -> float:
     """A |z| beyond which a segment's p-value is below the level (inf if none is known).
     `tester` and `layout` are the constants of a _Tester and of a segment length's
     _SplitLayout, laid out as cp_tail_bound reads them."""
-    return float(_library().cp_tail_bound(_address(tester), _address(layout)))
+    return float(_library().cp_tail_bound(tester, layout))
 
 
-def decide(z: float, tester: NDArray[np.float64], layout: NDArray[np.float64]) -> int:
+def decide(z: float, tester: Doubles, layout: Doubles) -> int:
     """-1 if a bound puts the p-value of |z| at the level, 1 if one puts it below, 0 if
     only the tail sum can tell (cp_decide)."""
-    return int(_library().cp_decide(z, _address(tester), _address(layout)))
+    return int(_library().cp_decide(z, tester, layout))
 
 
 def log_tail(
     z: float,
-    tester: NDArray[np.float64],
+    tester: Doubles,
     scales: NDArray[np.float64],
     weights: NDArray[np.float64],
     reach: NDArray[np.float64],
-    tails: NDArray[np.float64],
+    tails: Doubles,
 ) -> float:
     """The log p-value of |z| by Siegmund's tail approximation over a segment's terms,
     averaged over the nodes of rho's error, whose log(weight * p) go into `tails`
     (cp_log_tail)."""
-    return float(_library().cp_log_tail(z, _address(tester), _address(scales), _address(weights), _address(reach),
-                                        len(scales), _address(tails)))
+    return float(_library().cp_log_tail(z, tester, _address(scales), _address(weights), _address(reach), len(scales),
+                                        tails))
 
 
 def reach(
