@@ -148,12 +148,11 @@ def difference_quantiles(
     """The order statistics (ranks from 0) of all after - before differences."""
     before = np.ascontiguousarray(before, dtype=np.float64)
     after = np.ascontiguousarray(after, dtype=np.float64)
-    wanted = np.array(ranks, dtype=np.int_)
-    out = np.empty(len(wanted))
+    out = (ctypes.c_double * len(ranks))()
     if _library().cp_difference_quantiles(_address(before), len(before), _address(after), len(after),
-                                          _address(wanted), len(wanted), _address(out)):
+                                          (_LONG * len(ranks))(*ranks), len(ranks), out):
         raise MemoryError("the Hodges–Lehmann differences' order statistics")
-    return out.tolist()
+    return out[:]
 
 
 def distinct_order(values: NDArray[np.float64]) -> NDArray[np.intp] | None:
