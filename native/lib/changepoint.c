@@ -336,6 +336,9 @@ static long clamp(long v, long lo, long hi)
  * sample was off by more than that. */
 #define SAMPLE_MARGIN 4
 #define NARROW_ROUNDS 8
+/* Narrowing stops at a band of this many walks' size (n_a + n_b each): a round more
+ * (two walks and a sample) cost more than selecting from the larger band. */
+#define BAND_WALKS 2
 
 struct matrix {
 	const double *a, *b; /* ascending after, descending before */
@@ -379,7 +382,7 @@ static long narrow(struct matrix *m, long k)
 		m->lo[i] = 0;
 		m->hi[i] = n_b;
 	}
-	for (int round = 0; round < NARROW_ROUNDS && active > n_a + n_b; round++) {
+	for (int round = 0; round < NARROW_ROUNDS && active > BAND_WALKS * (n_a + n_b); round++) {
 		double sample[SAMPLE];
 		sample_band(m, active, sample);
 		long place = (long)((double)(k - excluded) / (double)active * SAMPLE);
@@ -430,9 +433,10 @@ int cp_difference_quantiles(const double *before, long n_before, const double *a
 			    long count, double *out)
 {
 	long n_a = n_after, n_b = n_before;
-	/* The band left is at most n_a + n_b (a pool of all n_a x n_b differences took
-	 * longer to map than the selection): more after NARROW_ROUNDS, a pool of its own. */
-	double *a = malloc(sizeof(double) * (size_t)(2 * (n_a + n_b)));
+	/* The band left is at most BAND_WALKS (n_a + n_b) (a pool of all n_a x n_b
+	 * differences took longer to map than the selection): more after NARROW_ROUNDS, a
+	 * pool of its own. */
+	double *a = malloc(sizeof(double) * (size_t)((1 + BAND_WALKS) * (n_a + n_b)));
 	long *rows = malloc(sizeof(long) * (size_t)(4 * n_a));
 	if (!a || !rows) {
 		free(a);
@@ -470,7 +474,7 @@ int cp_difference_quantiles(const double *before, long n_before, const double *a
 			long excluded = narrow(&m, ranks[q]), n = 0;
 			for (long i = 0; i < n_a; i++)
 				n += m.hi[i] - m.lo[i];
-			double *band = n <= n_a + n_b ? pool : malloc(sizeof(double) * (size_t)n);
+			double *band = n <= BAND_WALKS * (n_a + n_b) ? pool : malloc(sizeof(double) * (size_t)n);
 			if (!band) {
 				free(a);
 				free(rows);

@@ -206,6 +206,11 @@ class _Series:
     def __len__(self) -> int:
         return len(self.summaries)
 
+    @cached_property
+    def positive(self) -> bool:
+        """Whether every point's summary is above 0 (then every change's window is)."""
+        return bool(len(self) and self.summaries.min() > 0)
+
     def scan(self, a: int, b: int) -> _Scan | None:
         """The rank scan of points a..b-1; None when all their scores tie."""
         if (a, b) not in self._scans:
@@ -754,7 +759,7 @@ def _describe(series: _Series, before_start: int, test: _Test, after_end: int, t
     def critical() -> float:
         return tester.critical(before_start, after_end, test).threshold
 
-    if before.min() > 0 and after.min() > 0:
+    if series.positive or (before.min() > 0 and after.min() > 0):
         # A ratio of levels: on logs the interval maps back exactly and stays asymmetric.
         shift = _selected(_hodges_lehmann(np.log(before), np.log(after), factor), test.z, bound, critical)
         change_pct, low, high = (100.0 * math.expm1(v) for v in shift)
