@@ -1,6 +1,6 @@
 """The change-point detector's CPU time on long series, against another version of it (issue 30).
 
-    .venv/bin/python bench/changepoint_speed.py [--against OLD.py] [--runs 15]
+    .venv/bin/python bench/changepoint_speed.py [--against OLD.py|CHECKOUT] [--runs 15]
 
 Times stats.changepoint.detect, best of --runs, as its callers call it (lists of
 repetitions), on: bench/changepoint_eval.py's 10,000-point series (five steps, t noise,
@@ -9,7 +9,11 @@ bench/store_scale.py's series (2,000 points of 5 lognormal repetitions, a 4% ste
 70%), whose 100 make its `perfline detect` row. With --against, the same cases are timed
 with that file's detect in the same process, case by case (e.g. main's version:
 `git show main:src/perfline/stats/changepoint.py > /tmp/old.py`), so a shared machine's
-load falls on both alike. CPU time: on a loaded machine the wall clock measures the load.
+load falls on both alike. Where the other version's C kernels differ from this tree's,
+--against names a checkout of it instead (e.g. `git archive main | tar -x -C /tmp/old`,
+then `make native` there): its changepoint.py runs with its own changepoint_kernels.py
+and its own native/build/libchangepoint.so. CPU time: on a loaded machine the wall clock
+measures the load.
 
 With --datasets it also times the per-series mean (each series' best of 3) on TCPD and
 on bench/changepoint_eval.py's synthetic set, the short series most detections are of.
@@ -58,13 +62,33 @@ def best_ms(detector: Detector, points: list[list[float]], runs: int) -> float:
     return 1000.0 * min(times)
 
 
-def load(path: Path) -> Detector:
-    spec = importlib.util.spec_from_file_location("reference_changepoint", path)
+def _module(name: str, path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
-    return module.detect  # type: ignore[no-any-return]
+    return module
+
+
+def load(path: Path) -> Detector:
+    """detect of another changepoint.py, or of a checkout's with its own kernels and library."""
+    if not path.is_dir():
+        return _module("reference_changepoint", path).detect  # type: ignore[no-any-return]
+    stats = path / "src" / "perfline" / "stats"
+    kernels = _module("reference_changepoint_kernels", stats / "changepoint_kernels.py")
+    library = path / "native" / "build" / "libchangepoint.so"
+    if not library.exists():
+        sys.exit(f"error: {library} not found: run `make native` in {path}")
+    kernels.native_library = lambda name: path / "native" / "build" / f"lib{name}.so"
+    # The checkout's changepoint.py imports its kernels by their package name: the
+    # checkout's stand in for this tree's while it loads.
+    own = sys.modules["perfline.stats.changepoint_kernels"]
+    sys.modules["perfline.stats.changepoint_kernels"] = kernels
+    try:
+        return _module("reference_changepoint", stats / "changepoint.py").detect  # type: ignore[no-any-return]
+    finally:
+        sys.modules["perfline.stats.changepoint_kernels"] = own
 
 
 def output_cases(per_scenario: int) -> list[tuple[list[list[float]], tuple[float, ...]]]:
@@ -104,7 +128,8 @@ def compare_outputs(reference: Detector, per_scenario: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--against", type=Path, help="another changepoint.py to time beside this tree's")
+    parser.add_argument("--against", type=Path,
+                        help="another changepoint.py, or a checkout (built), to time beside this tree's")
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--outputs", action="store_true", help="with --against: first compare the answers")
     parser.add_argument("--per-scenario", type=int, default=30, help="series a calibration scenario, for --outputs")

@@ -239,9 +239,12 @@ def test_the_tail_sum_taken_by_quadrature_matches_the_sum_over_every_split(m: in
     k = np.arange(cp.MIN_SEGMENT, m - cp.MIN_SEGMENT + 1)
     weights = m / (k * (m - k.astype(float)))
     every = cp._TailTerms(weights, np.sqrt(weights), np.full(len(k), np.inf))
-    z = np.array([3.0, 4.0, 5.0, 7.0])
-    exact = cp._log_tails(z, np.ones(len(k), dtype=bool), every)
-    integrated = cp._log_tails(z, np.ones(len(terms.weights), dtype=bool), terms)
+    # Every split reachable, one node of rho's error (rho 0 known): the plain tail.
+    everywhere = cp._TailTerms(terms.weights, terms.scales, np.full(len(terms.weights), np.inf))
+    tester = cp._Tester(cp._to_series(centred), math.log(0.001), cp._Correlation(0.0), lambda: np.random.default_rng(0))
+    z = [3.0, 4.0, 5.0, 7.0]
+    exact = [tester._log_tail(v, every) for v in z]
+    integrated = [tester._log_tail(v, everywhere) for v in z]
     np.testing.assert_allclose(integrated, exact, atol=1e-5)
     assert max(exact) < 0
 
@@ -286,6 +289,7 @@ def test_the_bounds_that_spare_the_tail_sum_hold_on_both_sides_of_the_level() ->
     # (not significant) or its |z| is past a bound beyond which p is below it; the sum must
     # agree wherever either decides, or the detector's answers change.
     from perfline.stats import changepoint as cp
+    from perfline.stats.changepoint_kernels import decide
 
     rng = np.random.default_rng(16)
     decided = 0
@@ -300,7 +304,7 @@ def test_the_bounds_that_spare_the_tail_sum_hold_on_both_sides_of_the_level() ->
             assert math.isfinite(beyond)
             for z in np.linspace(0.5, 12.0, 47):
                 log_p = tester._log_tail(float(z), scan.tail)
-                if tester._above_level(float(z), layout):
+                if decide(float(z), tester._constants, layout.constants) < 0:
                     decided += 1
                     assert log_p >= tester.log_alpha
                 if z > beyond:

@@ -77,16 +77,28 @@ def test_difference_quantiles_are_those_of_all_differences_sorted() -> None:
         assert kernels.difference_quantiles(before, after, ranks) == [float(ordered[k]) for k in ranks]
 
 
-def test_tail_totals_are_the_sum_of_the_overshoot_terms() -> None:
+def test_the_log_tail_is_the_averaged_sum_of_the_reachable_overshoot_terms() -> None:
     m = 5000
     layout = cp._split_layout(m)
-    reached = np.random.default_rng(3).random(len(layout.weights)) < 0.8
-    z = [1.5, 4.0, 12.0, 40.0]
-    half = 0.5 * np.multiply.outer(z, layout.scales)
-    below = ndtr(half)
-    nu = (below - 0.5) / (half * (half * below + np.exp(-0.5 * half**2) / math.sqrt(2.0 * math.pi)))
-    expected = nu @ (layout.weights * reached)
-    assert kernels.tail_totals(z, layout.scales, layout.weights, reached) == pytest.approx(expected, rel=1e-13)
+    rng = np.random.default_rng(3)
+    reach = np.where(rng.random(len(layout.weights)) < 0.8, np.inf, rng.uniform(0.0, 10.0, len(layout.weights)))
+    series = cp._to_series(rng.standard_normal(50))
+    for correlation in (cp._Correlation(0.0), cp._Correlation(0.4, 0.05)):
+        tester = cp._Tester(series, math.log(0.001), correlation, lambda: np.random.default_rng(0))
+        for z in (0.5, 1.5, 4.0, 6.5, 12.0, 40.0):
+            b = z * tester.inflation
+            half = 0.5 * np.multiply.outer(b, layout.scales)
+            below = ndtr(half)
+            nu = (below - 0.5) / (half * (half * below + np.exp(-0.5 * half**2) / math.sqrt(2.0 * math.pi)))
+            reached = reach >= z * math.sqrt(tester.factor) * (1.0 - 1e-12)
+            totals = nu @ (layout.weights * reached)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                tails = np.log(b * totals) - 0.5 * b**2 - 0.5 * math.log(2.0 * math.pi)
+            tails = np.where((b < 1.0) | (totals <= 0.0), 0.0, np.minimum(tails, 0.0)) + tester.log_weights
+            out = kernels.doubles([0.0] * len(b))
+            log_p = kernels.log_tail(z, tester._constants, layout.scales, layout.weights, reach, out)
+            assert out[:] == pytest.approx(tails, rel=1e-13, abs=1e-13)
+            assert log_p == pytest.approx(tails.max() + math.log(np.exp(tails - tails.max()).sum()), rel=1e-12, abs=1e-13)
 
 
 @pytest.mark.parametrize("m", [8, 100, 129, 5000])

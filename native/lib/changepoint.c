@@ -32,14 +32,20 @@ int cp_read_points(PyObject *points, Py_ssize_t n, Py_ssize_t r, double *out)
 {
 	if (!PyList_Check(points) || PyList_Size(points) != n)
 		return -1;
+	/* The values' type, once checked: numpy's float64 is a subclass of float, whose
+	 * check walks its bases (a tenth of a detection when done for every value). */
+	PyTypeObject *checked = &PyFloat_Type;
 	for (Py_ssize_t i = 0; i < n; i++) {
 		PyObject *point = PyList_GetItem(points, i);
-		if (!PyList_Check(point) || PyList_Size(point) != r)
+		if ((Py_TYPE(point) != &PyList_Type && !PyList_Check(point)) || PyList_Size(point) != r)
 			return -1;
 		for (Py_ssize_t j = 0; j < r; j++) {
 			PyObject *value = PyList_GetItem(point, j);
-			if (!PyFloat_Check(value))
-				return -1;
+			if (Py_TYPE(value) != checked) {
+				if (!PyFloat_Check(value))
+					return -1;
+				checked = Py_TYPE(value);
+			}
 			*out++ = PyFloat_AsDouble(value);
 		}
 	}
@@ -54,9 +60,9 @@ int cp_read_points(PyObject *points, Py_ssize_t n, Py_ssize_t r, double *out)
  * enclosing segment's samples, whose first is `shift` samples before this one's: O(n)
  * where sorting each segment again was O(n log n). order has room for size + 1.
  *
- * in_place[s] (room for size + 1): twice sample s's mid-rank less size + 1, ties sharing
+ * in_place[s]: twice sample s's mid-rank less size + 1, ties sharing
  * their mid-rank (`values`, the segment's samples, is NULL when no two samples of the
- * series are equal: then the ranks are given while picking). With r = 0 (points with
+ * series are equal: then the ranks are the places in order). With r = 0 (points with
  * unequal counts) that is all. Otherwise scores[p] (unless r = 1: then the scores are
  * in_place): the sum of point p's r values of in_place, and result[] gets
  * { max over splits k = 3..m-3 of |scores[0] + ... + scores[k-1]| / spread[k - 3],
@@ -70,17 +76,19 @@ long cp_rank_scan(const int64_t *outer, long n_outer, long shift, long size, con
 	long picked = size;
 	if (outer != order) {
 		/* Without a branch (whether an offset is in the segment is as random as the
-		 * values): each offset is written, then kept or not; an offset outside the
-		 * segment ranks into the spare last place of in_place. */
+		 * values): each offset is written, then kept or not. The ranks are scattered
+		 * in a pass of their own, over the picked offsets only: done while picking,
+		 * every offset of the enclosing segment was a store to a random place. */
 		picked = 0;
 		for (long i = 0; i < n_outer; i++) {
 			int64_t o = outer[i] - shift;
-			int inside = (uint64_t)o < (uint64_t)size;
 			order[picked] = o;
-			in_place[inside ? o : size] = 2 * (int64_t)picked + 2 - centre;
-			picked += inside;
+			picked += (uint64_t)o < (uint64_t)size;
 		}
-	} else if (!values) {
+		if (picked != size)
+			return picked;
+	}
+	if (!values) {
 		for (long i = 0; i < size; i++)
 			in_place[order[i]] = 2 * (int64_t)i + 2 - centre;
 	}
@@ -98,7 +106,7 @@ long cp_rank_scan(const int64_t *outer, long n_outer, long shift, long size, con
 			start = end;
 		}
 	}
-	if (r == 0 || picked != size)
+	if (r == 0)
 		return picked;
 	const int64_t *points = in_place;
 	if (r > 1) {
@@ -328,6 +336,9 @@ static long clamp(long v, long lo, long hi)
  * sample was off by more than that. */
 #define SAMPLE_MARGIN 4
 #define NARROW_ROUNDS 8
+/* Narrowing stops at a band of this many walks' size (n_a + n_b each): a round more
+ * (two walks and a sample) cost more than selecting from the larger band. */
+#define BAND_WALKS 2
 
 struct matrix {
 	const double *a, *b; /* ascending after, descending before */
@@ -371,7 +382,7 @@ static long narrow(struct matrix *m, long k)
 		m->lo[i] = 0;
 		m->hi[i] = n_b;
 	}
-	for (int round = 0; round < NARROW_ROUNDS && active > n_a + n_b; round++) {
+	for (int round = 0; round < NARROW_ROUNDS && active > BAND_WALKS * (n_a + n_b); round++) {
 		double sample[SAMPLE];
 		sample_band(m, active, sample);
 		long place = (long)((double)(k - excluded) / (double)active * SAMPLE);
@@ -422,9 +433,10 @@ int cp_difference_quantiles(const double *before, long n_before, const double *a
 			    long count, double *out)
 {
 	long n_a = n_after, n_b = n_before;
-	/* The band left is at most n_a + n_b (a pool of all n_a x n_b differences took
-	 * longer to map than the selection): more after NARROW_ROUNDS, a pool of its own. */
-	double *a = malloc(sizeof(double) * (size_t)(2 * (n_a + n_b)));
+	/* The band left is at most BAND_WALKS (n_a + n_b) (a pool of all n_a x n_b
+	 * differences took longer to map than the selection): more after NARROW_ROUNDS, a
+	 * pool of its own. */
+	double *a = malloc(sizeof(double) * (size_t)((1 + BAND_WALKS) * (n_a + n_b)));
 	long *rows = malloc(sizeof(long) * (size_t)(4 * n_a));
 	if (!a || !rows) {
 		free(a);
@@ -462,7 +474,7 @@ int cp_difference_quantiles(const double *before, long n_before, const double *a
 			long excluded = narrow(&m, ranks[q]), n = 0;
 			for (long i = 0; i < n_a; i++)
 				n += m.hi[i] - m.lo[i];
-			double *band = n <= n_a + n_b ? pool : malloc(sizeof(double) * (size_t)n);
+			double *band = n <= BAND_WALKS * (n_a + n_b) ? pool : malloc(sizeof(double) * (size_t)n);
 			if (!band) {
 				free(a);
 				free(rows);
@@ -482,6 +494,16 @@ int cp_difference_quantiles(const double *before, long n_before, const double *a
 	return 0;
 }
 
+/*
+ * A tester's constants (stats/changepoint.py, _Tester), in one array: the log of the
+ * level, the square root of the long-run variance factor, the smallest inflation, the
+ * number of nodes of rho's error, then the nodes' inflations, weights and log weights.
+ * A segment length's layout (_SplitLayout.constants): the interior's length in u (0:
+ * every split a term of its own), its largest scale, and the weights' total.
+ */
+enum { T_LOG_ALPHA, T_ROOT_FACTOR, T_MIN_INFLATION, T_NODES, T_INFLATIONS };
+enum { L_INTERIOR, L_INTERIOR_SCALE, L_TOTAL_WEIGHT };
+
 /* The standard normal's distribution function, arranged as scipy's ndtr (Cephes) is. */
 static double normal_cdf(double a)
 {
@@ -493,29 +515,135 @@ static double normal_cdf(double a)
 }
 
 /*
- * Siegmund's tail sums: for each of the n_z statistics z[i], the sum over the terms j
- * that `reached` of weights[j] * nu(z[i] * scales[j]), into totals[i], where nu is his
- * correction for sampling on a grid,
- *   nu(x) = (Phi(x/2) - 1/2) / (x/2 (x/2 Phi(x/2) + phi(x/2))).
- * (In numpy this was a dozen array operations on a few hundred values each, and most of
- * the time of a reported change's p-value.)
+ * Whether a lower bound of the tail approximation's p-value of |z| (after the factor) is
+ * at the level. Every term of the sum is positive and nu decreases, so the interior's
+ * terms alone, each at the interior's largest scale, bound the sum from below: a few
+ * scalar operations where the sum takes hundreds.
  */
-void cp_tail_totals(const double *z, long n_z, const double *scales, const double *weights, const uint8_t *reached,
-		    long n_terms, double *totals)
+static int above_level(double z, const double *tester, const double *layout)
+{
+	if (!layout[L_INTERIOR])
+		return 0;
+	const double sqrt2 = sqrt(2.0), sqrt_2pi = sqrt(2.0 * M_PI);
+	const long nodes = (long)tester[T_NODES];
+	const double *inflations = tester + T_INFLATIONS, *weights = inflations + nodes;
+	double bound = 0.0;
+	for (long n = 0; n < nodes; n++) {
+		double b = z * inflations[n], p = 1.0;
+		if (!(b < 1.0)) { /* nu as tail_total has it (erfc directly), on one value */
+			double half = 0.5 * b * layout[L_INTERIOR_SCALE];
+			double below = 0.5 * erfc(-half / sqrt2);
+			double density = exp(-0.5 * half * half) / sqrt_2pi;
+			double nu = (below - 0.5) / (half * (half * below + density));
+			double q = b * exp(-0.5 * b * b) / sqrt_2pi * nu * layout[L_INTERIOR];
+			p = q < 1.0 ? q : 1.0;
+		}
+		bound += weights[n] * p;
+		/* (A margin for the rounding of the sum it is compared with.) The terms are
+		 * positive: once part of the sum is at the level, all of it is. */
+		if (bound > 0.0 && log(bound) > tester[T_LOG_ALPHA] + 1e-9)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * A |z| (after the factor) beyond which the tail approximation's p-value is below the
+ * level (HUGE_VAL if none is known). nu is at most 1, so the sum is at most the weights'
+ * total W, and p at most sum_n w_n b_n phi(b_n) W with b_n = z c_n, where b phi(b) falls
+ * for b > 1: below the level once b phi(b) W = alpha at the smallest c_n. That b is found
+ * by Newton's method, which on this concave function stays above the root after its
+ * first step.
+ */
+double cp_tail_bound(const double *tester, const double *layout)
+{
+	if (!layout[L_INTERIOR])
+		return HUGE_VAL;
+	double gap = log(layout[L_TOTAL_WEIGHT]) - tester[T_LOG_ALPHA] - 0.5 * log(2.0 * M_PI);
+	if (gap < 2.0)
+		return HUGE_VAL;
+	double b = sqrt(2.0 * gap); /* the root without log b: below it */
+	for (int i = 0; i < 4; i++)
+		b -= (log(b) - 0.5 * b * b + gap) / (1.0 / b - b);
+	b *= 1.0 + 1e-9; /* past the rounding of a converged step */
+	if (log(b) - 0.5 * b * b + gap > 0.0) /* not yet above the root */
+		return HUGE_VAL;
+	return b / tester[T_MIN_INFLATION];
+}
+
+/*
+ * A segment's test where a bound decides it: -1 if a lower bound of its p-value is at
+ * the level (not significant), 1 if its |z| (after the factor) is past the bound beyond
+ * which p is below the level, 0 if only the sum can tell. Most segments without a
+ * change are far above the level (|z| of 1 to 3), most with a large one far below it.
+ */
+int cp_decide(double z, const double *tester, const double *layout)
+{
+	if (above_level(z, tester, layout))
+		return -1;
+	return z > cp_tail_bound(tester, layout) * (1.0 + 1e-9) ? 1 : 0;
+}
+
+/*
+ * Siegmund's sum for the statistic b: over the terms j whose reach is at least
+ * `threshold`, weights[j] * nu(b * scales[j]), where nu is his correction for sampling
+ * on a grid, nu(x) = (Phi(x/2) - 1/2) / (x/2 (x/2 Phi(x/2) + phi(x/2))).
+ */
+static double tail_total(double b, const double *scales, const double *weights, const double *reach,
+			 double threshold, long n_terms)
 {
 	const double inverse_root_2pi = 1.0 / sqrt(2.0 * M_PI);
-	for (long i = 0; i < n_z; i++) {
-		double total = 0.0;
-		for (long j = 0; j < n_terms; j++) {
-			if (!reached[j])
-				continue;
-			double half = z[i] * scales[j] * 0.5;
-			double below = normal_cdf(half);
-			double density = exp(half * half * -0.5) * inverse_root_2pi;
-			total += (below - 0.5) / ((half * below + density) * half) * weights[j];
-		}
-		totals[i] = total;
+	double total = 0.0;
+	for (long j = 0; j < n_terms; j++) {
+		if (!(reach[j] >= threshold))
+			continue;
+		double half = b * scales[j] * 0.5;
+		double below = normal_cdf(half);
+		double density = exp(half * half * -0.5) * inverse_root_2pi;
+		total += (below - 0.5) / ((half * below + density) * half) * weights[j];
 	}
+	return total;
+}
+
+/*
+ * log P(max_k |Z_k| >= z) under no change, after Siegmund (1988), averaged over the
+ * nodes of rho's error; z is after the long-run variance factor, and positive. For a
+ * standardized bridge sampled at k = 1..m-1,
+ *   P(max |Z_k| > b) ~ b phi(b) sum_k m/(k(m-k)) nu(b sqrt(m/(k(m-k)))),
+ * here the sum over a segment's terms (scales, weights: _TailTerms). At a node with
+ * inflation c the statistic is b = z c; the terms of splits that no order of the
+ * scores could make reach it (reach below z times the root of the factor) are left out.
+ * Below b = 1 the approximation, made for the tail, does not hold and the p-value is
+ * about 1; where no split can reach z there is nothing to sum, and 1 is the cautious
+ * answer. tails[n] gets log(weight * p) at node n; returns the log of their sum. (In
+ * numpy and Python this was a dozen array operations and a few lists a call.)
+ */
+double cp_log_tail(double z, const double *tester, const double *scales, const double *weights,
+		   const double *reach, long n_terms, double *tails)
+{
+	const double log_sqrt_2pi = 0.5 * log(2.0 * M_PI);
+	const long nodes = (long)tester[T_NODES];
+	const double *inflations = tester + T_INFLATIONS, *log_weights = inflations + 2 * nodes;
+	const double threshold = z * tester[T_ROOT_FACTOR] * (1.0 - 1e-12);
+	double top = 0.0;
+	for (long n = 0; n < nodes; n++) {
+		double b = z * inflations[n], tail = 0.0;
+		if (!(b < 1.0)) {
+			double total = tail_total(b, scales, weights, reach, threshold, n_terms);
+			if (!(total <= 0.0)) {
+				tail = log(b * total) - 0.5 * b * b - log_sqrt_2pi;
+				if (0.0 < tail)
+					tail = 0.0;
+			}
+		}
+		tails[n] = log_weights[n] + tail;
+		if (!n || tails[n] > top)
+			top = tails[n];
+	}
+	double sum = 0.0;
+	for (long n = 0; n < nodes; n++)
+		sum += exp(tails[n] - top);
+	return top + log(sum);
 }
 
 /*

@@ -41,15 +41,19 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtri
 
 from perfline.stats.changepoint_kernels import (
+    Doubles,
     any_ties,
+    decide,
     difference_quantiles,
     difference_sums,
     distinct_order,
+    doubles,
+    log_tail,
     rank_scan,
     reach,
     read_points,
     residual_sums,
-    tail_totals,
+    tail_bound,
 )
 
 # A change needs this many points on each side. One or two deviant points in a row look
@@ -88,9 +92,6 @@ _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(2 * _QUADRATURE_NODES)
 # The upper half of the symmetric rule, on [0, 1].
 _GL_NODES, _GL_WEIGHTS = _GL_NODES[_QUADRATURE_NODES:], _GL_WEIGHTS[_QUADRATURE_NODES:]
 _MAX_MOVE_ROUNDS = 5
-_SQRT2 = math.sqrt(2.0)
-_SQRT_2PI = math.sqrt(2.0 * math.pi)
-_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 # Segments whose samples in order are kept for their sub-segments' (the most recent ones:
 # binary segmentation goes depth first). A segment looks for the smallest around it
 # among them, and a series with hundreds of change points must not make that the work.
@@ -98,6 +99,8 @@ _ORDERS_KEPT = 32
 # Nodes and weights of the Gauss-Hermite average over the autocorrelation's sampling error.
 _RHO_NODES, _RHO_WEIGHTS = np.polynomial.hermite_e.hermegauss(5)
 _RHO_WEIGHTS /= _RHO_WEIGHTS.sum()
+# One node, of weight 1, where rho is taken as known.
+_KNOWN = (np.zeros(1), np.ones(1))
 # P(Z >= z | selected) at the conditional interval's lower end, middle, upper end.
 _SELECTED_QUANTILES = (0.025, 0.5, 0.975)
 # How closely a critical |z| is solved for, and how many Newton steps may be taken
@@ -202,6 +205,11 @@ class _Series:
 
     def __len__(self) -> int:
         return len(self.summaries)
+
+    @cached_property
+    def positive(self) -> bool:
+        """Whether every point's summary is above 0 (then every change's window is)."""
+        return bool(len(self) and self.summaries.min() > 0)
 
     def scan(self, a: int, b: int) -> _Scan | None:
         """The rank scan of points a..b-1; None when all their scores tie."""
@@ -413,7 +421,7 @@ def _noise_correlation(series: _Series, splits: list[int]) -> _Correlation:
     segments = (len(splits) + 1) / n
     # Not clipped at 0: the p-values average over the estimate's error, which is only
     # symmetric if the estimate is left where it falls.
-    rho = float(np.clip((r1 + segments) / (1.0 - 3.0 * segments), -_MAX_RHO, _MAX_RHO))
+    rho = min(max((r1 + segments) / (1.0 - 3.0 * segments), -_MAX_RHO), _MAX_RHO)
     # Bartlett's standard error of a lag-1 autocorrelation of AR(1) noise.
     return _Correlation(rho, math.sqrt((1.0 - rho * rho) / n))
 
@@ -453,7 +461,7 @@ def _difference_correlation(series: _Series) -> float:
     lag2 /= n - 2
     if lag1 == 0.0:
         return 0.0
-    return float(np.clip(lag2 / lag1 - 1.0 - 4.0 / math.sqrt(n), 0.0, _MAX_RHO))
+    return min(max(lag2 / lag1 - 1.0 - 4.0 / math.sqrt(n), 0.0), _MAX_RHO)
 
 
 def _common_count(starts: NDArray[np.intp]) -> int:
@@ -478,8 +486,9 @@ class _Correlation:
         time, and the tail probability is convex in it (at the default level a 10%
         too small factor doubles the false alarms).
         """
-        nodes, weights = (_RHO_NODES, _RHO_WEIGHTS) if self.se else (np.zeros(1), np.ones(1))
-        rho = np.clip(self.rho + self.se * nodes, -_MAX_RHO, _MAX_RHO)
+        nodes, weights = (_RHO_NODES, _RHO_WEIGHTS) if self.se else _KNOWN
+        # (np.clip's Python wrapper took longer than the arithmetic.)
+        rho = np.minimum(np.maximum(self.rho + self.se * nodes, -_MAX_RHO), _MAX_RHO)
         return (1.0 + rho) / (1.0 - rho), weights
 
 
@@ -509,16 +518,17 @@ class _Tester:
         # instead (a statistic times sqrt(factor / estimated) each) calibrates it.
         self.inflation = np.sqrt(factors / self.factor)
         self.log_weights = np.log(weights)
-        # The same as Python floats: per node, scalar arithmetic is faster than numpy's.
+        # (As Python floats for the critical value's Newton slope.)
         self._inflations: list[float] = self.inflation.tolist()
-        self._log_weights: list[float] = self.log_weights.tolist()
-        self._nodes = list(zip(self._inflations, weights.tolist(), strict=True))
-        self._root_factor = math.sqrt(self.factor)
+        # What the bounds and the tail sums in C read (cp_decide, cp_log_tail): the level,
+        # the root of the factor, the smallest inflation, then the nodes'.
+        self._constants = doubles([log_alpha, math.sqrt(self.factor), min(self._inflations), len(weights),
+                                   *self._inflations, *weights.tolist(), *self.log_weights.tolist()])
+        self._tails = doubles([0.0] * len(weights))  # log(weight * p) at each node, from cp_log_tail
         self.rng = rng
         # Refinement re-tests the same intervals round after round.
         self._done: dict[tuple[int, int], _Test] = {}
         self._last_critical = math.nan
-        self._bounds: dict[int, float] = {}  # _tail_bound's, by segment length
 
     def test(self, a: int, b: int) -> _Test:
         if (a, b) not in self._done:
@@ -533,11 +543,9 @@ class _Tester:
         # Where a bound decides the test, its p-value is worked out only if it is reported
         # or refinement needs it (exact()): most segments without a change are far above
         # the level (|z| of 1 to 3), most with a large one far below it.
-        layout = _split_layout(b - a)
-        if self._above_level(z, layout):
-            return _Test(split=a + scan.best, log_p=math.nan, significant=False, z=z)
-        if z > self._tail_bound(b - a) * (1.0 + 1e-9):
-            return _Test(split=a + scan.best, log_p=math.nan, significant=True, z=z)
+        decided = decide(z, self._constants, _split_layout(b - a).constants)
+        if decided:
+            return _Test(split=a + scan.best, log_p=math.nan, significant=decided > 0, z=z)
         log_p = self._log_tail(z, scan.tail)
         threshold = math.nan
         if len(scan.scores) <= _PERMUTATION_MAX_POINTS and log_p >= self.log_alpha:
@@ -555,60 +563,10 @@ class _Tester:
             test = self._done[a, b] = test._replace(log_p=self._log_tail(test.z, scan.tail))
         return test
 
-    def _above_level(self, z: float, layout: _SplitLayout) -> bool:
-        """Whether a lower bound of the tail approximation's p-value is at the level.
-
-        Every term of the sum is positive and nu decreases, so the interior's terms alone,
-        each at the interior's largest scale, bound the sum from below: a few scalar
-        operations where the sum takes dozens of array ones. Most segments without a
-        change are above the level by far (their |z| is 1 to 3, a change's over 4).
-        """
-        if not layout.interior:
-            return False
-        bound = 0.0
-        for inflation, weight in self._nodes:
-            b = z * inflation
-            if b < 1.0:
-                p = 1.0
-            else:  # (nu as tail_totals has it, on one value)
-                half = 0.5 * b * layout.interior_scale
-                below = 0.5 * math.erfc(-half / _SQRT2)
-                density = math.exp(-0.5 * half * half) / _SQRT_2PI
-                nu = (below - 0.5) / (half * (half * below + density))
-                p = min(1.0, b * math.exp(-0.5 * b * b) / _SQRT_2PI * nu * layout.interior)
-            bound += weight * p
-            # (A margin for the rounding of the sum it is compared with.) The terms are
-            # positive: once part of the sum is at the level, all of it is.
-            if bound > 0.0 and math.log(bound) > self.log_alpha + 1e-9:
-                return True
-        return False
-
     def _tail_bound(self, m: int) -> float:
-        """A |z| (after the factor) beyond which the tail approximation's p-value is
-        below the level (inf if none is known).
-
-        nu is at most 1, so the sum is at most the weights' W, and p at most
-        sum_n w_n b_n phi(b_n) W with b_n = z c_n, where b phi(b) falls for b > 1: below
-        the level once b phi(b) W = alpha at the smallest c_n. That b is found by Newton's
-        method, which on this concave function stays above the root after its first step.
-        """
-        if m not in self._bounds:
-            self._bounds[m] = self._solve_tail_bound(_split_layout(m))
-        return self._bounds[m]
-
-    def _solve_tail_bound(self, layout: _SplitLayout) -> float:
-        if not layout.interior:
-            return math.inf
-        gap = math.log(layout.total_weight) - self.log_alpha - _LOG_SQRT_2PI
-        if gap < 2.0:
-            return math.inf
-        b = math.sqrt(2.0 * gap)  # the root without log b: below it
-        for _ in range(4):
-            b -= (math.log(b) - 0.5 * b * b + gap) / (1.0 / b - b)
-        b *= 1.0 + 1e-9  # past the rounding of a converged step
-        if math.log(b) - 0.5 * b * b + gap > 0.0:  # not yet above the root
-            return math.inf
-        return b / min(self._inflations)
+        """A |z| (after the factor) beyond which the tail approximation's p-value of a
+        segment of m points is below the level (inf if none is known; cp_tail_bound)."""
+        return tail_bound(self._constants, _split_layout(m).constants)
 
     def critical_bound(self, a: int, b: int, test: _Test) -> float:
         """At least the |z| that test's level asks for (`critical`), without solving for it."""
@@ -619,14 +577,14 @@ class _Tester:
 
     def _log_tail(self, z: float, terms: _TailTerms) -> float:
         """log p of the largest |z| (after the factor) by the tail approximation, averaged over rho's error."""
-        return _log_sum_exp(self._weighted_tails(z, terms))
+        return self._weighted_tails(z, terms)[1]
 
-    def _weighted_tails(self, z: float, terms: _TailTerms) -> list[float]:
-        """log(weight * p) at each node of rho's error: a statistic divided by the factor
-        of the node's rho is z * inflation there, and the same splits can reach it."""
-        reached = terms.reach >= z * self._root_factor * (1.0 - 1e-12)
-        tails = _log_tails([z * c for c in self._inflations], reached, terms)
-        return [w + t for w, t in zip(self._log_weights, tails, strict=True)]
+    def _weighted_tails(self, z: float, terms: _TailTerms) -> tuple[list[float], float]:
+        """log(weight * p) at each node of rho's error, and log p: a statistic divided by
+        the factor of the node's rho is z * inflation there, and the same splits can reach
+        it (cp_log_tail)."""
+        log_p = log_tail(z, self._constants, terms.scales, terms.weights, terms.reach, self._tails)
+        return self._tails[:], log_p
 
     def critical(self, a: int, b: int, test: _Test) -> _Test:
         """The significant `test` of points a..b-1 with the |z| its level asks for.
@@ -645,8 +603,7 @@ class _Tester:
         # start that Newton takes from in one or two steps.
         z = self._last_critical if 1.0 < self._last_critical < test.z else test.z
         for step in count():
-            tails = self._weighted_tails(z, scan.tail)
-            log_p = _log_sum_exp(tails)
+            tails, log_p = self._weighted_tails(z, scan.tail)
             if log_p < self.log_alpha:
                 high = z
             else:
@@ -715,26 +672,6 @@ def _split_spread(m: int) -> NDArray[np.float64]:
     return np.sqrt(k * (m - k) / (m - 1))
 
 
-def _log_tails(z: Sequence[float], reached: NDArray[np.bool_], terms: _TailTerms) -> list[float]:
-    """log P(max_k |Z_k| >= z) under no change for each z, after Siegmund (1988).
-
-    For a standardized bridge sampled at k = 1..m-1,
-    P(max |Z_k| > b) ~ b phi(b) sum_k m/(k(m-k)) nu(b sqrt(m/(k(m-k)))).
-    Terms of splits that no order of the scores could make reach the observed statistic
-    (`reached` false) are left out of the sum. z must be positive.
-    """
-    totals = tail_totals(z, terms.scales, terms.weights, reached)
-    # Below 1 the approximation, made for the tail, does not hold and the p-value is about
-    # 1; where no split can reach z there is nothing to sum, and 1 is the cautious answer.
-    return [0.0 if b < 1.0 or total <= 0.0 else min(math.log(b * total) - 0.5 * b * b - _LOG_SQRT_2PI, 0.0)
-            for b, total in zip(z, totals, strict=True)]
-
-
-def _log_sum_exp(terms: list[float]) -> float:
-    top = max(terms)
-    return top + math.log(sum(math.exp(t - top) for t in terms))
-
-
 def _tail_terms(
     scores: NDArray[np.float64 | np.int64], ordered: NDArray[np.float64 | np.int64] | None, spread: float
 ) -> _TailTerms:
@@ -775,6 +712,11 @@ class _SplitLayout:
     interior: float
     interior_scale: float
     total_weight: float  # of all terms
+    # The last three as the bounds in C read them (cp_decide, cp_tail_bound).
+    constants: Doubles = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "constants", doubles([self.interior, self.interior_scale, self.total_weight]))
 
 
 @lru_cache(maxsize=1024)
@@ -817,7 +759,7 @@ def _describe(series: _Series, before_start: int, test: _Test, after_end: int, t
     def critical() -> float:
         return tester.critical(before_start, after_end, test).threshold
 
-    if before.min() > 0 and after.min() > 0:
+    if series.positive or (before.min() > 0 and after.min() > 0):
         # A ratio of levels: on logs the interval maps back exactly and stays asymmetric.
         shift = _selected(_hodges_lehmann(np.log(before), np.log(after), factor), test.z, bound, critical)
         change_pct, low, high = (100.0 * math.expm1(v) for v in shift)

@@ -3,9 +3,11 @@
 Reading points given as lists of floats, the order of all samples, a segment's picking,
 mid-ranks and scan (one pass where numpy made eight, each of a few microseconds' fixed
 cost), the Hodges–Lehmann order statistics (selected in the sorted matrix of
-differences without forming it, where numpy partitioned all n1 × n2 of them), the tail
-sums, the splits' reach and the autocorrelation estimates' sums. Each returns what the
-numpy code did, the tail sums to their last bits (docs/statistics.md, "Complexity").
+differences without forming it, where numpy partitioned all n1 × n2 of them), a test's
+decision by its bounds and its p-value by the tail sums (where Python's scalar arithmetic
+and lists were most of a test's time), the splits' reach and the autocorrelation
+estimates' sums. Each returns what the numpy and Python code did, the tail sums to their
+last bits (docs/statistics.md, "Complexity").
 The library is built by `make native`; where it is missing, the first detection raises
 ToolMissing saying so, as the native programs do.
 """
@@ -25,6 +27,14 @@ from perfline.system.native import native_library
 _POINTER = ctypes.c_void_p
 _LONG = ctypes.c_long
 _BYTE = ctypes.c_char
+# A few doubles that many calls read (a tester's or a segment length's constants): a
+# ctypes array is handed to C as it is, where a numpy array's address took a Python call.
+Doubles = ctypes.Array[ctypes.c_double]
+
+
+def doubles(values: Sequence[float]) -> Doubles:
+    """`values` as a ctypes array of doubles."""
+    return (ctypes.c_double * len(values))(*values)
 
 
 def _address(array: NDArray[np.generic]) -> int:
@@ -68,8 +78,12 @@ def _library() -> ctypes.PyDLL:
     library.cp_difference_sums.restype = None
     library.cp_residual_sums.argtypes = [_POINTER, _LONG, _POINTER, _LONG, _POINTER]
     library.cp_residual_sums.restype = None
-    library.cp_tail_totals.argtypes = [_POINTER, _LONG, _POINTER, _POINTER, _POINTER, _LONG, _POINTER]
-    library.cp_tail_totals.restype = None
+    library.cp_tail_bound.argtypes = [_POINTER, _POINTER]
+    library.cp_tail_bound.restype = ctypes.c_double
+    library.cp_decide.argtypes = [ctypes.c_double, _POINTER, _POINTER]
+    library.cp_decide.restype = ctypes.c_int
+    library.cp_log_tail.argtypes = [ctypes.c_double, _POINTER, _POINTER, _POINTER, _POINTER, _LONG, _POINTER]
+    library.cp_log_tail.restype = ctypes.c_double
     library.cp_order_keys.argtypes = [_POINTER, _LONG, ctypes.c_int, _POINTER]
     library.cp_order_keys.restype = None
     library.cp_keys_to_order.argtypes = [_POINTER, _LONG, ctypes.c_int]
@@ -107,11 +121,11 @@ def rank_scan(
     """
     m = size // repetitions if repetitions else 0
     # One buffer for every output (each array handed to C costs microseconds): the order
-    # and the ranks in place (a spare place each for the C loop), the points' scores
-    # (more than one sample a point: else they are the ranks), three doubles of results.
+    # (a spare place for the C loop) and the ranks in place, the points' scores (more
+    # than one sample a point: else they are the ranks), three doubles of results.
     ranks_at = size + 1
-    scores_at = ranks_at if repetitions == 1 else 2 * size + 2
-    results_at = 2 * size + 2 + (m if repetitions > 1 else 0)
+    scores_at = ranks_at if repetitions == 1 else 2 * size + 1
+    results_at = 2 * size + 1 + (m if repetitions > 1 else 0)
     buffer = np.empty(results_at + 3, dtype=np.int64)
     address, source = _address(buffer), _address(outer)
     given = shift == 0 and len(outer) == size
@@ -134,12 +148,11 @@ def difference_quantiles(
     """The order statistics (ranks from 0) of all after - before differences."""
     before = np.ascontiguousarray(before, dtype=np.float64)
     after = np.ascontiguousarray(after, dtype=np.float64)
-    wanted = np.array(ranks, dtype=np.int_)
-    out = np.empty(len(wanted))
+    out = (ctypes.c_double * len(ranks))()
     if _library().cp_difference_quantiles(_address(before), len(before), _address(after), len(after),
-                                          _address(wanted), len(wanted), _address(out)):
+                                          (_LONG * len(ranks))(*ranks), len(ranks), out):
         raise MemoryError("the Hodges–Lehmann differences' order statistics")
-    return out.tolist()
+    return out[:]
 
 
 def distinct_order(values: NDArray[np.float64]) -> NDArray[np.intp] | None:
@@ -176,16 +189,32 @@ def residual_sums(x: NDArray[np.float64], splits: Sequence[int]) -> tuple[float,
     return first, second
 
 
-def tail_totals(
-    z: Sequence[float], scales: NDArray[np.float64], weights: NDArray[np.float64], reached: NDArray[np.bool_]
-) -> list[float]:
-    """For each z, the sum over the terms that are `reached` of weight * nu(z * scale),
-    Siegmund's correction for sampling on a grid (see _log_tails)."""
-    statistics = np.array(z, dtype=np.float64)
-    totals = np.empty(len(statistics))
-    _library().cp_tail_totals(_address(statistics), len(statistics), _address(scales), _address(weights),
-                              _address(reached), len(scales), _address(totals))
-    return totals.tolist()
+def tail_bound(tester: Doubles, layout: Doubles) -> float:
+    """A |z| beyond which a segment's p-value is below the level (inf if none is known).
+    `tester` and `layout` are the constants of a _Tester and of a segment length's
+    _SplitLayout, laid out as cp_tail_bound reads them."""
+    return float(_library().cp_tail_bound(tester, layout))
+
+
+def decide(z: float, tester: Doubles, layout: Doubles) -> int:
+    """-1 if a bound puts the p-value of |z| at the level, 1 if one puts it below, 0 if
+    only the tail sum can tell (cp_decide)."""
+    return int(_library().cp_decide(z, tester, layout))
+
+
+def log_tail(
+    z: float,
+    tester: Doubles,
+    scales: NDArray[np.float64],
+    weights: NDArray[np.float64],
+    reach: NDArray[np.float64],
+    tails: Doubles,
+) -> float:
+    """The log p-value of |z| by Siegmund's tail approximation over a segment's terms,
+    averaged over the nodes of rho's error, whose log(weight * p) go into `tails`
+    (cp_log_tail)."""
+    return float(_library().cp_log_tail(z, tester, _address(scales), _address(weights), _address(reach), len(scales),
+                                        tails))
 
 
 def reach(
