@@ -11,7 +11,6 @@ release that "runs" (1.0 on the old one, 1.3 from the culprit on), with 0.5% noi
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from perfline.builds import kernel
 from perfline.cli.kexec import go_on, resume_here
 from perfline.fleet.kernel_narrowing import KINDS
 from perfline.fleet.machine import describe
@@ -30,39 +30,21 @@ from perfline.runner import kexec_resume
 from perfline.store import Store
 from perfline.system.pgserver import PrivateServer
 from perfline.targets import kernels, local, machine_settings
+from perfline.track.status import tracker_states
 from test_fleet_kernels import CLASS, VERSION_61, boots_into
 from test_kernel_bisect import fake_bzimage, kernel_tree
 from test_kexec_target import DEFAULT_CMDLINE, RELEASE_61
+from test_kexec_track import JOB as KEXEC_JOB
+from test_kexec_track import TRACKER as KEXEC_TRACKER
 
 pytestmark = pytest.mark.postgres
 
 OLD, NEW = "6.1.0-test", "6.12.0-test"
 COMMITS, CULPRIT = 5, 3  # every 2nd commit tested (0, 2, 4): the step lies between 2 and 4
-TRACKER = """\
-name: lab
-repo: ./linux
-branch: HEAD
-since: {since}
-select:
-  every: 2
-build:
-  kernel:
-    config: my.config
-jobs:
-  - benchmark: command
-    params:
-      cmd: "{python} -c \\"import random; print(float(open('{value}').read()) * random.gauss(1, 0.005))\\""
-      metric: ms
-      unit: ms
-      direction: lower
-    repeat: 5
-    warmup: 0
-    monitors: []
-narrow: true
-fleet:
-  class: kexec-lab
-"""
-
+# test_kexec_track's tracker and job, on the fleet: the job of target local (a machine of
+# the class boots each build).
+TRACKER = KEXEC_TRACKER + f"fleet:\n  class: {CLASS}\n"
+JOB = "".join(line for line in KEXEC_JOB.splitlines(keepends=True) if not line.startswith(("target:", "kernel:")))
 
 def test_a_kernel_tracker_on_the_fleet_confirms_and_bisects_its_change_over_one_machines_boots(
     tmp_path: Path, postgres_server: PrivateServer, monkeypatch: pytest.MonkeyPatch
@@ -79,7 +61,8 @@ def test_a_kernel_tracker_on_the_fleet_confirms_and_bisects_its_change_over_one_
     # Built without module support: the commits' kernels boot without an initramfs.
     (tmp_path / "my.config").write_text("# CONFIG_MODULES is not set\n")
     value = tmp_path / "value"
-    (tmp_path / "tracker.yaml").write_text(TRACKER.format(since=shas[0], python=sys.executable, value=value))
+    (tmp_path / "job.yaml").write_text(JOB.format(python=sys.executable, value=value))
+    (tmp_path / "tracker.yaml").write_text(TRACKER.format(since=shas[0]))
     root = tmp_path / "machine"
     boots_into(root, RELEASE_61, VERSION_61, DEFAULT_CMDLINE, "boot-0")
     staged: list[str] = []
@@ -145,9 +128,17 @@ def test_a_kernel_tracker_on_the_fleet_confirms_and_bisects_its_change_over_one_
     probes = [name for name in staged if name.startswith(f"bisect-{regression.bisection_id}-")]
     assert probes and len(staged) == 9 + len(probes) == boots
     assert len(store.find_runs(label=f"confirm-{regression.id}")) == 6
-    # The record was judged by the boots' confirmation, and the culprit named as on one machine.
-    assert "over kexec boots" in str(regression.note) or "culprit" in str(regression.note)
-    assert f"culprit {shas[CULPRIT][:12]}" in tracked
+    # Every kernel the machine booted is in the fleet's image directory: the tested commits'
+    # (their kernel jobs built them), then taken from there for the confirmation and the
+    # probes, and the probe commit no job had tested built by the bisection and put there.
+    key = kernel.keep_config_bytes((tmp_path / "my.config").read_bytes()).stem
+    assert sorted(p.name for p in (tmp_path / "images" / key).iterdir()) == sorted([*shas[:5:2], shas[CULPRIT]])
+    assert f"{shas[2][:12]}: kernel taken from {tmp_path / 'images' / key / shas[2]}" in said
+    # Judged by the confirmation over boots on the worker, the culprit recorded by the tracker.
+    assert any(line.startswith(f"regression {regression.id}: confirmed") and "over kexec boots" in line
+               for line in said), said
+    assert f"regression {regression.id}: bisection {regression.bisection_id}: found, culprit {shas[CULPRIT][:12]}" \
+        in tracked
     # Two narrowing jobs, each carried over its boots by one attempt on lab1, both succeeded.
     narrowing = [j for j in jobs if j.args.get("kind") in KINDS]
     assert [(j.args["kind"], j.status) for j in narrowing] == [("kernel-confirm", "succeeded"),
@@ -159,6 +150,5 @@ def test_a_kernel_tracker_on_the_fleet_confirms_and_bisects_its_change_over_one_
     # The health job ran on the default kernel at every start of the worker: after every return.
     health = [r for r in store.list_runs(200) if r.label == "fleet-health"]
     assert len(health) == boots + 1
-    status = json.loads(subprocess.run([sys.executable, "-m", "perfline", "track", "status", "lab", "--json"],
-                                       env=env, capture_output=True, text=True, timeout=120, check=True).stdout)
-    assert status[0]["tested"] == 3 and status[0]["pending"] == 0, status
+    [state] = tracker_states(store, ["lab"], lambda _m: None)  # `track status`
+    assert (state.tested, state.pending, state.last_tested) == (3, 0, shas[4])

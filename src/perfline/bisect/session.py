@@ -207,7 +207,8 @@ def probe_case_of(record: BisectionRecord, booted: bool, on_lab: bool = False) -
 
 def run(store: Store, record: BisectionRecord, progress: Progress, notify: Notify,
         pace_tolerance: float | None = TOLERANCE, allowed: Callable[[], bool] | None = None, *,
-        patience_s: float = PATIENCE_S, boot_steps: BootSteps = THIS_MACHINE, on_lab: bool = False) -> Outcome:
+        patience_s: float = PATIENCE_S, boot_steps: BootSteps = THIS_MACHINE, on_lab: bool = False,
+        builder: Builder | None = None) -> Outcome:
     """Carry the bisection out from where its stored samples leave it to its end.
 
     A bisection that cannot start (an endpoint does not build or cannot be measured) is
@@ -219,6 +220,8 @@ def run(store: Store, record: BisectionRecord, progress: Progress, notify: Notif
     at each probe that boots a kernel; `perfline resume` carries it on after the boot.
     `on_lab`: this is a lab machine of a kernel tracker's fleet, and every probe boots it
     (StartRequest.on_lab); the worker carries the bisection on after each boot.
+    `builder`: how the commits are built, when not as the record says here (a fleet
+    machine's, with the fleet's shared image directory).
     """
     if record.status == BisectionStatus.FAILED:
         raise UserError(f"bisection {record.id} failed: {(record.result or {}).get('error', '?')}; "
@@ -227,7 +230,7 @@ def run(store: Store, record: BisectionRecord, progress: Progress, notify: Notif
     if spec.kernel_config is not None:
         kernel.check_resumable(Path(spec.kernel_config))
     commits = commits_of(record)
-    builder = builder_for(record, notify)
+    builder = builder or builder_for(record, notify)
     case = probe_case_of(record, isinstance(builder, kernel.KernelBuilder), on_lab)
     # None: no guard (docs/bisect.md, "Machines whose speed changes"); with target kexec
     # the sample was taken in another boot, so this one's pace says nothing of it.

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from perfline.builds import kernel
+from perfline.builds.worktree import Build
 from perfline.fleet.queue import FleetQueue
 from perfline.fleet.trees import TreeFailed, local_repo
 from perfline.records.job import Case, case_from_json, case_to_json
@@ -35,6 +36,7 @@ from perfline.runner import kexec_resume
 from perfline.runner.kexec_resume import BootSteps, MachineBooting
 from perfline.store import Store
 from perfline.store.kexec_boots import OPEN_STATES, KexecBoot
+from perfline.system.files import locked
 from perfline.targets import machine_settings
 
 KIND = "kernel"
@@ -66,14 +68,35 @@ def image_for(tree: dict[str, Any], images: Path | None, say: Say) -> Path:
     if shared is not None and (shared / kernel.KEPT_IMAGE).is_file():
         say(f"{commit[:12]}: kernel taken from {shared}")
         return shared
-    builder = kernel.KernelBuilder(local_repo(str(tree["repo"]), commit), kernel.build_command(config),
-                                   announce=say)
+    builder = SharedBuilder(local_repo(str(tree["repo"]), commit), config, images, say)
     built = builder.build(commit)
     if not built.ok:
         raise TreeFailed(f"{commit[:12]} does not build:\n{built.log_tail}")
-    if shared is not None:
-        _publish(builder.kept(commit), shared)
     return builder.kept(commit)
+
+
+class SharedBuilder(kernel.KernelBuilder):
+    """A machine's kernel builds with the fleet's shared image directory: a commit's
+    build taken from there when another machine put it there, else built here and put
+    there for the others (a bisection's probes on a lab machine build through it too)."""
+
+    def __init__(self, repo: Path, config: Path, images: Path | None, say: Say) -> None:
+        super().__init__(repo, kernel.build_command(config), announce=say)
+        self.shared = None if images is None else images / config.stem
+
+    def build(self, sha: str) -> Build:
+        shared = None if self.shared is None else self.shared / sha
+        if shared is not None and (shared / kernel.KEPT_IMAGE).is_file():
+            with locked(self.root / ".locks" / sha):
+                if self.recorded(sha) is None:
+                    shutil.rmtree(self.kept(sha), ignore_errors=True)
+                    shutil.copytree(shared, self.kept(sha))
+                    self.record(sha, Build(True, 0.0, f"taken from {shared}", cached=True))
+                    self.announce(f"{sha[:12]}: kernel taken from {shared}")
+        built = super().build(sha)
+        if built.ok and shared is not None and not (shared / kernel.KEPT_IMAGE).is_file():
+            _publish(self.kept(sha), shared)
+        return built
 
 
 def _publish(kept: Path, shared: Path) -> None:

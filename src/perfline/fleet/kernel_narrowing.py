@@ -14,10 +14,10 @@ samples and finds the boot's run). The job ends when the ab is judged or the bis
 ends (or pauses, its day's runs spent); the tracker, waiting for it, records the result
 as the one-machine tracker does.
 
-The kernels: the confirmation's two commits from the fleet's shared image directory (a
-kernel job put them there) or built here (fleet.kernel_jobs); the probes built on the
-machine as the bisection builds them, with the tracker's config, which the job carries
-as text.
+The kernels, as a kernel job gets them (fleet.kernel_jobs): from the fleet's shared
+image directory (the confirmation's two commits are there: their kernel jobs put them
+there), else built on the machine with the tracker's config, which the job carries as
+text, and put there.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def run(store: Store, args: dict[str, Any], say: Say, steps: BootSteps, images: 
     """The job's next step: raises MachineBooting at each boot; the result at its end."""
     if args["kind"] == CONFIRM:
         return _confirm(store, args, say, steps, images)
-    return _bisect(store, args, say, steps)
+    return _bisect(store, args, say, steps, images)
 
 
 def _confirm(store: Store, args: dict[str, Any], say: Say, steps: BootSteps, images: Path | None) -> JobResult:
@@ -98,20 +98,23 @@ def _next_block(store: Store, series: KexecSeries, say: Say, steps: BootSteps) -
         raise MachineBooting(booting)
 
 
-def _bisect(store: Store, args: dict[str, Any], say: Say, steps: BootSteps) -> JobResult:
+def _bisect(store: Store, args: dict[str, Any], say: Say, steps: BootSteps, images: Path | None) -> JobResult:
     from perfline.bisect import kexec_probe, session
     from perfline.builds import kernel
 
     record = store.bisection(int(args["bisection"]))
-    # The tree and the config as this machine has them (the tracker's are paths of its host).
+    # The tree and the config as this machine has them (the tracker's are paths of its host),
+    # the probes' kernels taken from the shared image directory or built and put there.
     config = kernel.keep_config_bytes(str(args["config"]).encode())
-    record = replace(record, spec=replace(record.spec, repo=str(local_repo(str(args["repo"]))),
-                                          kernel_config=str(config), build=kernel.build_command(config)))
+    repo = local_repo(str(args["repo"]))
+    record = replace(record, spec=replace(record.spec, repo=str(repo), kernel_config=str(config),
+                                          build=kernel.build_command(config)))
+    builder = kernel_jobs.SharedBuilder(repo, config, images, say)
     before, allowed = int(args["samples_before"]), int(args["allowed_runs"])
     try:
         outcome = session.run(store, record, lambda event, runs, top: None, say, None,
                               lambda: len(store.bisect_samples(record.id)) - before < allowed,
-                              boot_steps=steps, on_lab=True)
+                              boot_steps=steps, on_lab=True, builder=builder)
     except session.BisectionFailed as exc:
         return JobResult(RunStatus.FAILED, None, str(exc))
     finally:
