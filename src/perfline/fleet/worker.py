@@ -228,6 +228,8 @@ class FleetWorker:
                      f"run {outcome.run_id} stays {outcome.status}")
 
     def _run(self, job: QueuedJob, attempt: int) -> JobResult:
+        if self.queue.abort_requested(job.id):  # cancelled while its machine was booting
+            raise Cancelled
         ctx = RunContext(store=self.store, fingerprint=local.fingerprint, observer=_AttemptObserver(self, attempt),
                          fleet_attempt=attempt)
         kind = job.args.get("kind")
