@@ -276,7 +276,6 @@ def test_a_machine_that_never_comes_back_from_a_kernel_ends_its_job_boot_failed_
 
 
 @pytest.mark.parametrize(("edit", "says"), [
-    (("narrow: false", "narrow: true"), "tracker.yaml:14: narrow: a kernel tracker on the fleet tests its commits"),
     (("    warmup: 0\n", "    warmup: 0\n    target: qemu\n    kernel: debian-6.1\n"), "target 'qemu': a kernel tracker on the fleet boots"),
 ])
 def test_what_a_kernel_tracker_on_the_fleet_cannot_do_is_one_line_before_anything_runs(

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from perfline.bisect.driver import BOOT_FAILED, MeasureFailed
 from perfline.records.job import Case
+from perfline.records.status import BisectionStatus
 from perfline.runner.kexec_resume import BootSteps, MachineBooting, check, start
 from perfline.runner.kexec_series import open_series
 from perfline.store import Store
@@ -39,8 +40,8 @@ def probe(store: Store, record: BisectionRecord, case: Case, kernel: str, sha: s
     cases, settings = [replace(case, boot_kernel=kernel)], machine_settings.load()
     check(store, cases, settings, steps.root)  # before the series row: a refusal writes nothing
     series = open_series(store, KIND, "bisection", record.id, label, steps)
-    boot = start(store, cases, settings, label=label,
-                 kernel_commit=sha, root=steps.root, stage=steps.stage, boot=steps.boot, reboot=steps.reboot,
+    boot = start(store, cases, settings, label=label, kernel_commit=sha, fleet_attempt=steps.fleet_attempt,
+                 root=steps.root, stage=steps.stage, boot=steps.boot, reboot=steps.reboot,
                  series=(series, index))
     raise MachineBooting(boot)
 
@@ -49,3 +50,14 @@ def bisection_of(settings: dict[str, object]) -> int:
     """The bisection a `bisect` series carries on."""
     return int(str(settings["bisection"]))
 
+
+
+def close_series(store: Store, bisection_id: int) -> None:
+    """A bisection that ended: its series of boots ends with it (`failed` with a failed
+    bisection, else `done`); one still running keeps it open for its next probe."""
+    status = store.bisection(bisection_id).status
+    if status == BisectionStatus.RUNNING:
+        return
+    for series in store.open_kexec_series(KIND):
+        if bisection_of(series.settings) == bisection_id:
+            store.end_kexec_series(series.id, "failed" if status == BisectionStatus.FAILED else "done")

@@ -56,6 +56,9 @@ class StartRequest:
     metric: str | None = None
     max_runs: int = 200
     history: bool = True
+    # Each probe boots a lab machine into its build, whatever the job's target (a kernel
+    # tracker's bisection on its fleet: the machine checks its own boots, not this host).
+    on_lab: bool = False
 
 
 def _check(request: StartRequest) -> None:
@@ -91,11 +94,14 @@ def _job(request: StartRequest) -> JobSpec:
         return load_job(request.job)
 
 
-def _case(job: JobSpec, booted: bool) -> Case:
+def _case(job: JobSpec, booted: bool, on_lab: bool = False) -> Case:
     """The job's one case, measured once per probe; `booted`: as a VM of each build, or
-    with target kexec as this machine booted into each build (bisect.kexec_probe)."""
+    with target kexec as this machine booted into each build (bisect.kexec_probe);
+    `on_lab`: as a lab machine of a kernel tracker's fleet boots each build (kexec)."""
     with _kernel_hint(booted):
         case = probe_case(job)
+    if on_lab:
+        return kernel.kexec_case(case, str(job.path))
     return kernel.vm_case(case, str(job.path)) if booted and case.target != "kexec" else case
 
 
@@ -128,8 +134,8 @@ def start(store: Store, request: StartRequest, notify: Notify) -> BisectionRecor
     _check(request)
     booted = request.kernel_tree is not None
     job = _job(request)
-    case = _case(job, booted)
-    if case.target == "kexec":
+    case = _case(job, booted, request.on_lab)
+    if case.target == "kexec" and not request.on_lab:
         # Before anything is stored: a machine that may not boot the probes' kernels refuses now.
         kexec.require_boot_allowed(machine_settings.load())
     direction = _direction(request, job)
@@ -191,17 +197,18 @@ def builder_for(record: BisectionRecord, notify: Notify) -> Builder:
     return kernel.KernelBuilder(Path(spec.repo), spec.build, announce=notify)
 
 
-def probe_case_of(record: BisectionRecord, booted: bool) -> Case:
+def probe_case_of(record: BisectionRecord, booted: bool, on_lab: bool = False) -> Case:
     spec = record.spec
     if spec.job is not None:
-        return _case(load_job(spec.job), booted)
+        return _case(load_job(spec.job), booted, on_lab)
     assert spec.command is not None
-    return _case(command_job(spec.command, spec.direction), booted)
+    return _case(command_job(spec.command, spec.direction), booted, on_lab)
 
 
 def run(store: Store, record: BisectionRecord, progress: Progress, notify: Notify,
         pace_tolerance: float | None = TOLERANCE, allowed: Callable[[], bool] | None = None, *,
-        patience_s: float = PATIENCE_S, boot_steps: BootSteps = THIS_MACHINE) -> Outcome:
+        patience_s: float = PATIENCE_S, boot_steps: BootSteps = THIS_MACHINE, on_lab: bool = False,
+        builder: Builder | None = None) -> Outcome:
     """Carry the bisection out from where its stored samples leave it to its end.
 
     A bisection that cannot start (an endpoint does not build or cannot be measured) is
@@ -211,6 +218,10 @@ def run(store: Store, record: BisectionRecord, progress: Progress, notify: Notif
     `patience_s`: how long a machine that stays slow is waited for before it stops.
     A kernel bisection with target kexec stops (MachineBooting, the bisection running)
     at each probe that boots a kernel; `perfline resume` carries it on after the boot.
+    `on_lab`: this is a lab machine of a kernel tracker's fleet, and every probe boots it
+    (StartRequest.on_lab); the worker carries the bisection on after each boot.
+    `builder`: how the commits are built, when not as the record says here (a fleet
+    machine's, with the fleet's shared image directory).
     """
     if record.status == BisectionStatus.FAILED:
         raise UserError(f"bisection {record.id} failed: {(record.result or {}).get('error', '?')}; "
@@ -219,8 +230,8 @@ def run(store: Store, record: BisectionRecord, progress: Progress, notify: Notif
     if spec.kernel_config is not None:
         kernel.check_resumable(Path(spec.kernel_config))
     commits = commits_of(record)
-    builder = builder_for(record, notify)
-    case = probe_case_of(record, isinstance(builder, kernel.KernelBuilder))
+    builder = builder or builder_for(record, notify)
+    case = probe_case_of(record, isinstance(builder, kernel.KernelBuilder), on_lab)
     # None: no guard (docs/bisect.md, "Machines whose speed changes"); with target kexec
     # the sample was taken in another boot, so this one's pace says nothing of it.
     guard = (None if pace_tolerance is None or case.target == "kexec"

@@ -136,6 +136,10 @@ def go_on(store: Store, boot: KexecBoot, steps: BootSteps | None = None) -> None
     series = store.kexec_series(boot.series_id or 0)
     if series.state != "open" or boot.state not in ("returned", "boot-failed"):
         return
+    if boot.fleet_attempt is not None:
+        # A fleet job's boot (a kernel tracker's confirmation or bisection): its machine's
+        # worker carries the job on, after its health job on the default kernel.
+        return
     if series.kind == "bisect":
         _go_on_with_bisection(store, series, steps)
         return
@@ -156,7 +160,7 @@ def go_on(store: Store, boot: KexecBoot, steps: BootSteps | None = None) -> None
 def _go_on_with_bisection(store: Store, series: KexecSeries, steps: BootSteps | None) -> None:
     """The bisection carried on: by its tracker's pass when it narrows a tracker's
     regression (which records the culprit), else on its own."""
-    from perfline.bisect.kexec_probe import bisection_of
+    from perfline.bisect.kexec_probe import bisection_of, close_series
     from perfline.cli.bisect import carry_on
     from perfline.records.status import BisectionStatus
 
@@ -168,9 +172,7 @@ def _go_on_with_bisection(store: Store, series: KexecSeries, steps: BootSteps | 
         elif record.status == BisectionStatus.RUNNING:
             carry_on(store, record)
     finally:
-        status = store.bisection(record.id).status
-        if status != BisectionStatus.RUNNING:
-            store.end_kexec_series(series.id, "failed" if status == BisectionStatus.FAILED else "done")
+        close_series(store, record.id)
 
 
 def _carry_on_tracker(store: Store, name: str, steps: BootSteps | None) -> None:

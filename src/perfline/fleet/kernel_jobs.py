@@ -27,14 +27,16 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from perfline.builds import kernel
+from perfline.builds.worktree import Build
 from perfline.fleet.queue import FleetQueue
 from perfline.fleet.trees import TreeFailed, local_repo
 from perfline.records.job import Case, case_from_json, case_to_json
 from perfline.records.status import RunStatus
-from perfline.runner import RunContext, kexec_resume
+from perfline.runner import kexec_resume
 from perfline.runner.kexec_resume import BootSteps, MachineBooting
 from perfline.store import Store
-from perfline.store.kexec_boots import KexecBoot
+from perfline.store.kexec_boots import OPEN_STATES, KexecBoot
+from perfline.system.files import locked
 from perfline.targets import machine_settings
 
 KIND = "kernel"
@@ -66,14 +68,35 @@ def image_for(tree: dict[str, Any], images: Path | None, say: Say) -> Path:
     if shared is not None and (shared / kernel.KEPT_IMAGE).is_file():
         say(f"{commit[:12]}: kernel taken from {shared}")
         return shared
-    builder = kernel.KernelBuilder(local_repo(str(tree["repo"]), commit), kernel.build_command(config),
-                                   announce=say)
+    builder = SharedBuilder(local_repo(str(tree["repo"]), commit), config, images, say)
     built = builder.build(commit)
     if not built.ok:
         raise TreeFailed(f"{commit[:12]} does not build:\n{built.log_tail}")
-    if shared is not None:
-        _publish(builder.kept(commit), shared)
     return builder.kept(commit)
+
+
+class SharedBuilder(kernel.KernelBuilder):
+    """A machine's kernel builds with the fleet's shared image directory: a commit's
+    build taken from there when another machine put it there, else built here and put
+    there for the others (a bisection's probes on a lab machine build through it too)."""
+
+    def __init__(self, repo: Path, config: Path, images: Path | None, say: Say) -> None:
+        super().__init__(repo, kernel.build_command(config), announce=say)
+        self.shared = None if images is None else images / config.stem
+
+    def build(self, sha: str) -> Build:
+        shared = None if self.shared is None else self.shared / sha
+        if shared is not None and (shared / kernel.KEPT_IMAGE).is_file():
+            with locked(self.root / ".locks" / sha):
+                if self.recorded(sha) is None:
+                    shutil.rmtree(self.kept(sha), ignore_errors=True)
+                    shutil.copytree(shared, self.kept(sha))
+                    self.record(sha, Build(True, 0.0, f"taken from {shared}", cached=True))
+                    self.announce(f"{sha[:12]}: kernel taken from {shared}")
+        built = super().build(sha)
+        if built.ok and shared is not None and not (shared / kernel.KEPT_IMAGE).is_file():
+            _publish(self.kept(sha), shared)
+        return built
 
 
 def _publish(kept: Path, shared: Path) -> None:
@@ -88,32 +111,33 @@ def _publish(kept: Path, shared: Path) -> None:
         shutil.rmtree(partial, ignore_errors=True)
 
 
-def boot(store: Store, ctx: RunContext, args: dict[str, Any], say: Say, steps: BootSteps,
-         images: Path | None, going_down: Callable[[], None]) -> NoReturn:
-    """Get the kernel, check and stage it, write the boot, boot: raises MachineBooting
-    once the machine is going down (`going_down` is called just before), KexecRefused
-    (nothing changed) or TreeFailed when it cannot."""
-    tree = args["tree"]
-    commit = str(tree["commit"])
-    kept = image_for(tree, images, say)
-    name = kernel.register(kept, f"track-{args.get('label') or 'fleet'}-{commit[:12]}", commit).name
-    case = replace(case_from_json(args["case"]), boot_kernel=name)
+def booted_case(tree: dict[str, Any], commit: str, label: str | None, case: Case, images: Path | None,
+                say: Say) -> Case:
+    """`case` as a boot of `commit`'s kernel: the image got (image_for) and registered
+    as the tracker registers it (`track-LABEL-SHA12`)."""
+    kept = image_for({**tree, "commit": commit}, images, say)
+    name = kernel.register(kept, f"track-{label or 'fleet'}-{commit[:12]}", commit).name
+    return replace(case, boot_kernel=name)
 
-    def down() -> None:
-        going_down()
-        steps.boot()
 
+def boot(store: Store, args: dict[str, Any], say: Say, steps: BootSteps, images: Path | None) -> NoReturn:
+    """Get the kernel, check and stage it, write the boot with the job's attempt
+    (`steps.fleet_attempt`), boot: raises MachineBooting once the machine is going down,
+    KexecRefused (nothing changed) or TreeFailed when it cannot."""
+    commit = str(args["tree"]["commit"])
+    case = booted_case(args["tree"], commit, args.get("label"), case_from_json(args["case"]), images, say)
     planned = kexec_resume.start(store, [case], machine_settings.load(), label=args.get("label"),
-                                 kernel_commit=commit, fleet_attempt=ctx.fleet_attempt, root=steps.root,
-                                 stage=steps.stage, boot=down)
+                                 kernel_commit=commit, fleet_attempt=steps.fleet_attempt, root=steps.root,
+                                 stage=steps.stage, boot=steps.boot)
     raise MachineBooting(planned)
 
 
 def end_job(store: Store, queue: FleetQueue, boot: KexecBoot) -> str | None:
     """After `perfline resume` measured (or found the kernel did not boot): the boot's
     attempt and fleet job end as it went. What was done, for the log; None when the
-    boot is no fleet job's or not over."""
-    if boot.fleet_attempt is None:
+    boot is no kernel job's or not over. A boot of a series (an ab's block, a
+    bisection's probe) is one of many of a job the worker carries on (fleet.kernel_narrowing)."""
+    if boot.fleet_attempt is None or boot.series_id is not None:
         return None
     error: str | None
     if boot.state == BOOT_FAILED:
@@ -139,10 +163,15 @@ def overdue(boot: KexecBoot, now: datetime | None = None) -> bool:
 
 def end_overdue(store: Store, queue: FleetQueue, job_id: int, boot: KexecBoot) -> bool:
     """The machine never came back from the job's kernel: the job ends `boot-failed`
-    (the kernel may well have killed it; another machine is not offered it)."""
+    (the kernel may well have killed it; another machine is not offered it). Or it came
+    back from one of a narrowing job's boots and its worker never took the job up again."""
     assert boot.fleet_attempt is not None
-    error = (f"{BOOT_FAILED}: the machine did not come back from {boot.kernel} within {BOOT_S:g} s "
-             f"($PERFLINE_FLEET_BOOT_S); kexec boot {boot.id} was {boot.state}")
+    if boot.state in OPEN_STATES:
+        error = (f"{BOOT_FAILED}: the machine did not come back from {boot.kernel} within {BOOT_S:g} s "
+                 f"($PERFLINE_FLEET_BOOT_S); kexec boot {boot.id} was {boot.state}")
+    else:
+        error = (f"its machine's worker did not take the job up again within {BOOT_S:g} s "
+                 f"($PERFLINE_FLEET_BOOT_S) after kexec boot {boot.id} ({boot.state})")
     if not store.end_attempt(boot.fleet_attempt, "failed", error):
         return False
     queue.finish(job_id, "failed")

@@ -14,7 +14,9 @@ and retry, up to the outage wait; nothing is dropped.
 A kernel job (fleet.kernel_jobs) ends the worker: the machine boots the job's kernel,
 and `perfline resume` goes on after the boot. A worker that starts while its machine has
 a kexec boot open (the resume has not closed it yet) waits for that first, so its health
-job runs on the default kernel it came back to.
+job runs on the default kernel it came back to. A kernel tracker's confirmation or
+bisection (fleet.kernel_narrowing) boots the machine many times: after each, the new
+worker takes the job up again (its attempt and queue row become its own) and goes on.
 """
 
 from __future__ import annotations
@@ -24,12 +26,12 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sqlalchemy.exc import DBAPIError
 
-from perfline.fleet import health, kernel_jobs
+from perfline.fleet import health, kernel_jobs, kernel_narrowing
 from perfline.fleet.kinds import JobResult, run_job
 from perfline.fleet.queue import FleetQueue, QueuedJob, WorkerForgotten, class_queue, machine_queue
 from perfline.fleet.stalled import STALLED_S, take_back_stalled
@@ -122,27 +124,29 @@ class FleetWorker:
     def _loop(self) -> str:
         while True:
             try:
-                job = self._next_job()
+                taken = self._next_job()
             except DBAPIError as exc:
                 # A read cut by a server restart: the next one waits for the server (store.engine).
                 if not exc.connection_invalidated:
                     raise
                 time.sleep(self.settings.poll_s)
                 continue
-            if isinstance(job, str):
-                return job
-            if job is None:
+            if isinstance(taken, str):
+                return taken
+            if taken is None:
                 time.sleep(self.settings.poll_s)
                 continue
-            self._process(job)
+            job, carried = taken
+            self._process(job, carried)
             if self.booting is not None:
                 boot = self.booting.boot
                 return (f"kexec boot {boot.id}: booting {boot.kernel} ({boot.release}) for job {job.id}; "
                         "`perfline resume` goes on after the boot")
 
-    def _next_job(self) -> QueuedJob | str | None:
+    def _next_job(self) -> tuple[QueuedJob, int | None] | str | None:
         """Between jobs: the machine's hold (why it stops, as a string), the sweep, the
-        health job when due, then the next job of its queues, if any."""
+        health job when due, then a job this machine carries over its boots (with its
+        attempt), else the next job of its queues (a new attempt), if any."""
         machine = self.store.fleet_machine(self.facts.name)
         if machine.hold in ("drain", "retired"):
             return f"machine {self.facts.name} {_held(machine.hold)}: stopped"
@@ -152,8 +156,11 @@ class FleetWorker:
         if machine.jobs_since_health >= self.settings.health_every:
             self._health()
             return None
+        if (carried := self._between_boots()) is not None:
+            return carried
         try:
-            return self.queue.fetch(self.queues, self.worker_id)
+            job = self.queue.fetch(self.queues, self.worker_id)
+            return None if job is None else (job, None)
         except WorkerForgotten:
             self.worker_id = self.queue.register_worker()
             self.store.register_machine(self.facts, self.worker_id)
@@ -161,14 +168,26 @@ class FleetWorker:
                      f"than {self.settings.stalled_s:g} s")
             return None
 
-    def _process(self, job: QueuedJob) -> None:
-        attempt = self.store.start_attempt(job.id, self.facts.name, self.worker_id)
+    def _between_boots(self) -> tuple[QueuedJob, int] | None:
+        """A job this machine was carrying over its boots when it went down: taken up
+        again by this worker (its heartbeats now keep the job from the sweep)."""
+        for attempt in self.store.attempts_between_boots(self.facts.name):
+            [job] = self.queue.jobs(self.store.attempt(attempt).job_id)
+            if job.args.get("kind") in kernel_narrowing.KINDS and self.store.take_up_attempt(attempt,
+                                                                                              self.worker_id):
+                self.say(f"job {job.id}: back from a boot; going on (attempt {attempt})")
+                return job, attempt
+        return None
+
+    def _process(self, job: QueuedJob, carried: int | None = None) -> None:
+        attempt = carried or self.store.start_attempt(job.id, self.facts.name, self.worker_id)
         if attempt is None:
             self.say(f"job {job.id}: taken back before it began (this machine was silent); left to the others")
             return
         self.job, self.cancelled = job, False
         self.store.machine_job(self.facts.name, job.id)
-        self.say(f"job {job.id}: started (attempt {job.attempts + 1})")
+        if carried is None:
+            self.say(f"job {job.id}: started (attempt {job.attempts + 1})")
         try:
             outcome = self._run(job, attempt)
         except MachineBooting as booting:
@@ -209,14 +228,25 @@ class FleetWorker:
                      f"run {outcome.run_id} stays {outcome.status}")
 
     def _run(self, job: QueuedJob, attempt: int) -> JobResult:
+        if self.queue.abort_requested(job.id):  # cancelled while its machine was booting
+            raise Cancelled
         ctx = RunContext(store=self.store, fingerprint=local.fingerprint, observer=_AttemptObserver(self, attempt),
                          fleet_attempt=attempt)
-        if job.args.get("kind") == kernel_jobs.KIND:
-            kernel_jobs.boot(self.store, ctx, job.args, self.say, self.boot_steps, self.images, self._going_down_now)
+        kind = job.args.get("kind")
+        if kind == kernel_jobs.KIND:
+            kernel_jobs.boot(self.store, job.args, self.say, self._boot_steps(attempt), self.images)
+        if kind in kernel_narrowing.KINDS:
+            return kernel_narrowing.run(self.store, job.args, self.say, self._boot_steps(attempt), self.images)
         return run_job(self.store, ctx, job.args, self.say)
 
-    def _going_down_now(self) -> None:
-        self._going_down = True
+    def _boot_steps(self, attempt: int) -> BootSteps:
+        """How this machine boots for the attempt: the boot carries it, and once the machine
+        is going down, systemd stopping the worker leaves the job to the resume."""
+        def down() -> None:
+            self._going_down = True
+            self.boot_steps.boot()
+
+        return replace(self.boot_steps, boot=down, fleet_attempt=attempt)
 
     def _health(self) -> None:
         ctx = RunContext(store=self.store, fingerprint=local.fingerprint, observer=_AttemptObserver(self, None),

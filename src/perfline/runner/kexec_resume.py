@@ -55,12 +55,15 @@ class MachineBooting(Exception):  # not an error: the machine goes down as asked
 class BootSteps:
     """How this machine stages and boots a kernel, and where its /proc and /etc are: the
     real ones on a lab machine; a test of the logic passes its own, so that nothing it
-    runs boots the host it runs on. `reboot`: the one-shot entry's steps (None: GRUB's)."""
+    runs boots the host it runs on. `reboot`: the one-shot entry's steps (None: GRUB's).
+    `fleet_attempt`: the fleet job attempt the boots are for (a worker carrying a kernel
+    tracker's confirmation or bisection over its boots, fleet.kernel_narrowing)."""
 
     root: Path = Path("/")
     stage: Stage = kexec.load
     boot: Step = kexec.execute
     reboot: BootMethod | None = None
+    fleet_attempt: int | None = None
 
 
 THIS_MACHINE = BootSteps()

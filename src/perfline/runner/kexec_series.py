@@ -93,5 +93,5 @@ def go_on(store: Store, boot: KexecBoot, settings: MachineSettings, steps: BootS
 
 def _boot(store: Store, series: KexecSeries, step: int, settings: MachineSettings, steps: BootSteps) -> KexecBoot:
     return start(store, [case_from_json(series.steps[step]["case"])], settings, label=series.label,
-                 kernel_commit=series.kernel_commit, root=steps.root, stage=steps.stage, boot=steps.boot,
-                 reboot=steps.reboot, series=(series.id, step))
+                 kernel_commit=series.kernel_commit, fleet_attempt=steps.fleet_attempt, root=steps.root,
+                 stage=steps.stage, boot=steps.boot, reboot=steps.reboot, series=(series.id, step))

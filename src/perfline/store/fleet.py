@@ -196,6 +196,25 @@ class FleetQueries:
 
         return self._session.write(write)
 
+    def take_up_attempt(self, attempt_id: int, worker_id: int) -> bool:
+        """A running attempt of this machine's, taken up again by its new worker after a
+        boot (the worker that started it stopped as the machine went down): the job and
+        the attempt are this worker's now, so its heartbeats keep the job from the sweep.
+        False when the job is no longer running (ended, cancelled, taken back)."""
+        def write(session: Session, _retried: bool) -> bool:
+            attempt = session.get(FleetAttemptRow, attempt_id, with_for_update=True)
+            if attempt is None or attempt.state != "running":
+                return False
+            moved = session.execute(text(
+                "UPDATE procrastinate_jobs SET worker_id = :worker WHERE id = :job AND status = 'doing'"),
+                {"worker": worker_id, "job": attempt.job_id})
+            if not getattr(moved, "rowcount", 0):
+                return False
+            attempt.worker_id = worker_id
+            return True
+
+        return self._session.write(write)
+
     def attach_run(self, session: Session, attempt_id: int, run_id: int) -> bool:
         """In the run's own transaction (Store.start_run): the attempt's run is this one,
         unless the attempt is no longer running (False)."""

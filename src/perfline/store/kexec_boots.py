@@ -115,18 +115,30 @@ class KexecBootQueries:
             return [_boot(row) for row in session.scalars(query)]
 
     def booting_attempt(self, job_id: int) -> KexecBoot | None:
-        """The open boot a running attempt at this fleet job is in, if any: its machine
-        is silent because it is booting the job's kernel, not because it died."""
+        """The latest boot of a running attempt at this fleet job, if any: its machine is
+        silent because it is booting the job's kernel (an open boot), or it is between
+        the boots of a job that boots it many times (a closed one: its worker takes the
+        job up again once back on its default kernel), not because it died."""
         with self._session() as session:
             row = session.scalars(
                 select(KexecBootRow)
                 .join(FleetAttemptRow, FleetAttemptRow.id == KexecBootRow.fleet_attempt)
-                .where(FleetAttemptRow.job_id == job_id, FleetAttemptRow.state == "running",
-                       KexecBootRow.state.in_(OPEN_STATES))
+                .where(FleetAttemptRow.job_id == job_id, FleetAttemptRow.state == "running")
                 .order_by(KexecBootRow.id.desc())
                 .limit(1)
             ).first()
             return None if row is None else _boot(row)
+
+    def attempts_between_boots(self, machine: str) -> list[int]:
+        """This machine's running attempts whose boots are all closed: jobs it carries
+        over its boots (a kernel tracker's confirmation or bisection), to take up again."""
+        with self._session() as session:
+            booted = select(KexecBootRow.id).where(KexecBootRow.fleet_attempt == FleetAttemptRow.id)
+            return list(session.scalars(
+                select(FleetAttemptRow.id)
+                .where(FleetAttemptRow.machine == machine, FleetAttemptRow.state == "running",
+                       booted.exists(), ~booted.where(KexecBootRow.state.in_(OPEN_STATES)).exists())
+                .order_by(FleetAttemptRow.id)))
 
     def booting_machines(self) -> set[str]:
         """The machine ids in an open boot for a fleet job (`fleet status`: booting)."""

@@ -9,30 +9,23 @@ the tracker's pass on from the store (the commit's case is done, so the pass goe
 the next case, the next commit, then judging and narrowing). A commit whose kernel did
 not boot is untestable (testing.pending leaves it out, store.boot_failed_commits).
 
-A change found is confirmed over boots (`confirm`): an ab over kexec boots of the two
-tested commits' kernels (runner.kexec_series: CONFIRM_BLOCKS boots a side, interleaved,
-each block's run a unit), which `perfline resume` carries from block to block; after the
-last the tracker's pass goes on and judges it into the record, then bisects with one
-boot a probe (bisect.kexec_probe).
+A change found is confirmed over boots (analysis.kexec_confirm: an ab over kexec boots
+of the two tested commits' kernels), which `perfline resume` carries from block to
+block; after the last the tracker's pass goes on and judges it into the record, then
+bisects with one boot a probe (bisect.kexec_probe).
 """
 
 from __future__ import annotations
 
 from typing import NoReturn
 
-from perfline.analysis.kexec_ab import comparison
-from perfline.analysis.regressions import CannotConfirm, ReRun, judge_rerun, rerun_label
 from perfline.records.job import Case
 from perfline.runner.kexec_resume import BootSteps, MachineBooting, check, start
-from perfline.runner.kexec_series import open_series, start_ab
-from perfline.store import Regression, Store
+from perfline.runner.kexec_series import open_series
+from perfline.store import Store
 from perfline.targets import machine_settings
 
 KIND = "track"
-# A confirmation's boots a side: each block's run is a unit of the comparison, so the
-# variation between boots is measured (3 a side: a t-test of 4 degrees of freedom).
-CONFIRM_BLOCKS = 3
-CONFIRM_ALPHA = 0.01
 
 
 def boot(store: Store, name: str, case: Case, sha: str, steps: BootSteps) -> NoReturn:
@@ -43,29 +36,6 @@ def boot(store: Store, name: str, case: Case, sha: str, steps: BootSteps) -> NoR
     planned = start(store, cases, settings, label=name, kernel_commit=sha, root=steps.root, stage=steps.stage,
                     boot=steps.boot, reboot=steps.reboot, series=(series, len(store.series_boots(series))))
     raise MachineBooting(planned)
-
-
-def confirm(store: Store, name: str, regression: Regression, good: Case, bad: Case, floor_pct: float,
-            steps: BootSteps) -> Regression:
-    """The record's confirmation over boots: started (MachineBooting) when it has none,
-    judged once its ab is done; the record as it is while the ab's boots go on."""
-    series = store.kexec_series_for("ab", "regression", regression.id)
-    if series is None:
-        settings = machine_settings.load()
-        compare = {"alpha": CONFIRM_ALPHA, "floor": floor_pct, "metric_floors": {}, "tracker": name,
-                   "regression": regression.id}
-        pairs = good.repeat * CONFIRM_BLOCKS
-        _, planned = start_ab(store, good, bad, pairs, CONFIRM_BLOCKS, settings,
-                              label=rerun_label(regression.id), kernel_commit=None, compare=compare, steps=steps)
-        raise MachineBooting(planned)
-    if series.state == "open":
-        return regression
-    compared = comparison(store, series)
-    if series.state != "done" or compared is None:
-        raise CannotConfirm(f"its ab over kexec boots (series {series.id}) {series.state}: {series.error}")
-    where = f"over kexec boots (series {series.id}, {CONFIRM_BLOCKS} boots a side)"
-    return judge_rerun(store, regression, compared, ReRun(f"re-run {where}", f"the re-run {where}",
-                                                          f"{CONFIRM_BLOCKS} boots a side", ""), end_undecided=True)
 
 
 def tracker_of(settings: dict[str, object]) -> str:

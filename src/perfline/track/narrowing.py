@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfline import git
+from perfline.analysis import kexec_confirm
 from perfline.analysis.regressions import CannotConfirm, Reproduction, confirm, transition, why_label
 from perfline.bisect import session
 from perfline.bisect.driver import Progress
@@ -31,7 +32,6 @@ from perfline.store import Regression, Store, Suspect
 from perfline.store.bisections import BisectionRecord
 from perfline.system.process import CommandFailed
 from perfline.targets.kernels import cache_dir
-from perfline.track import kexec_tests
 from perfline.track.budget import Budget
 from perfline.track.testing import at_commit, cases
 from perfline.track.tracker_file import TrackedJob, TrackerSpec
@@ -68,7 +68,7 @@ def narrow(store: Store, spec: TrackerSpec, regression: Regression, repo: Path, 
     confirmation and the bisection run on a machine of its class; the profiled A/B of
     the culprit is not taken there (perf's profile is this machine's to take). A job of
     target kexec confirms and bisects over boots of this machine (MachineBooting stops
-    the pass at each; track.kexec_tests)."""
+    the pass at each; analysis.kexec_confirm, bisect.kexec_probe)."""
     if regression.status == RegressionStatus.NEW:
         regression = _confirm(store, spec, regression, builder, ctx, budget, notify, queue, boot_steps)
     if regression.status == RegressionStatus.CONFIRMED:
@@ -147,7 +147,7 @@ def _confirm(store: Store, spec: TrackerSpec, regression: Regression, builder: B
     (before, ctx_before), (after, ctx_after) = sides
     if case.target == "kexec":
         try:
-            judged = kexec_tests.confirm(store, spec.name, regression, before, after, spec.floor_pct, boot_steps)
+            judged = kexec_confirm.confirm(store, spec.name, regression, before, after, spec.floor_pct, boot_steps)
         except CannotConfirm as exc:
             notify(f"regression {regression.id}: cannot confirm: {exc}")
             return regression
@@ -252,6 +252,7 @@ def _bisection_of(store: Store, spec: TrackerSpec, regression: Regression, repo:
         good=regression.good, bad=regression.bad, repo=None if booted else repo,
         build=None if booted else spec.build, kernel_tree=repo if booted else None, config=spec.kernel_config,
         job=job, metric=regression.metric, direction=direction, max_runs=BISECT_MAX_RUNS,
+        on_lab=booted and spec.fleet_class is not None,
     )
     record = session.start(store, request, notify)
     store.set_regression_narrowing(regression.id, bisection_id=record.id)

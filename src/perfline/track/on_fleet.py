@@ -7,7 +7,9 @@ status, the bisection's samples.
 A confirmation and a bisection each run whole on one machine of the class, so both sides
 of an interleaved pair, and every probe of a bisection, are measured on the same machine.
 A kernel tracker's commits are kernel jobs (fleet.kernel_jobs): the machine boots each
-commit's kernel; one that does not boot leaves its commit untestable.
+commit's kernel; one that does not boot leaves its commit untestable. Its confirmation
+and bisection are jobs one machine of the class carries over its boots
+(fleet.kernel_narrowing), as the one-machine kexec tracker does.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from perfline import git
-from perfline.fleet import kernel_jobs, submitting
+from perfline.fleet import kernel_jobs, kernel_narrowing, submitting
 from perfline.fleet.kernel_jobs import BOOT_FAILED
 from perfline.fleet.queue import FleetQueue, class_queue
 from perfline.records.job import Case, case_to_json
@@ -40,7 +42,7 @@ def test_commits(spec: TrackerSpec, commits: list[git.Commit], store: Store, que
     all of them: the class's machines test the commits side by side."""
     assert spec.fleet_class is not None
     done = store.completed_cases(spec.name, where.machine_ids)
-    config = None if spec.kernel_config is None else spec.kernel_config.read_text(errors="replace")
+    config = None if spec.kernel_config is None else _config(spec)
     left = budget.left()
     queued: dict[str, list[int]] = {}
     for commit in commits:
@@ -72,6 +74,12 @@ def test_commits(spec: TrackerSpec, commits: list[git.Commit], store: Store, que
 
 def confirm(spec: TrackerSpec, regression: Regression, case: Case, pairs: int, end_undecided: bool, store: Store,
             queue: FleetQueue, notify: Notify) -> Regression:
+    if spec.kernel_config is not None:
+        notify(f"regression {regression.id}: confirming {str(regression.good)[:12]} against "
+               f"{str(regression.bad)[:12]} over kexec boots of a machine of class {spec.fleet_class}")
+        _run_one(queue, spec, kernel_narrowing.confirm_args(regression, case, spec.name, spec.repo,
+                                                            _config(spec), spec.floor_pct), store, notify)
+        return store.get_regression(regression.id)
     notify(f"regression {regression.id}: confirming {str(regression.good)[:12]} against {str(regression.bad)[:12]} "
            f"interleaved on a machine of class {spec.fleet_class}, up to {pairs} pairs")
     _run_one(queue, spec, {"kind": "confirm", "regression": regression.id, "case": case_to_json(case),
@@ -84,9 +92,18 @@ def confirm(spec: TrackerSpec, regression: Regression, case: Case, pairs: int, e
 def bisect(spec: TrackerSpec, record: BisectionRecord, allowed_runs: int, pace_tolerance: float | None,
            store: Store, queue: FleetQueue, notify: Notify) -> BisectionRecord:
     notify(f"bisection {record.id}: on a machine of class {spec.fleet_class}, at most {allowed_runs} runs today")
-    _run_one(queue, spec, {"kind": "bisect", "bisection": record.id, "allowed_runs": allowed_runs,
-                           "repo": spec.repo, "pace_tolerance": pace_tolerance}, store, notify)
+    args = ({"kind": "bisect", "bisection": record.id, "allowed_runs": allowed_runs, "repo": spec.repo,
+             "pace_tolerance": pace_tolerance} if spec.kernel_config is None
+            else kernel_narrowing.bisect_args(store, record, allowed_runs, spec.repo, _config(spec)))
+    _run_one(queue, spec, args, store, notify)
     return store.bisection(record.id)
+
+
+def _config(spec: TrackerSpec) -> str:
+    """A kernel tracker's config, as text: the jobs carry it to machines that cannot
+    reach the tracker's files."""
+    assert spec.kernel_config is not None
+    return spec.kernel_config.read_text(errors="replace")
 
 
 def _case_job(spec: TrackerSpec, case: Case, sha: str, config: str | None) -> dict[str, Any]:

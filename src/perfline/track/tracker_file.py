@@ -196,7 +196,7 @@ class _Reader:
             reference=self.string(top["reference"], "reference") if "reference" in top else None,
             floor_pct=floor,
             report=self.report(top["report"]) if "report" in top else None,
-            fleet_class=self.fleet(top["fleet"], config, top.get("narrow"), narrow) if "fleet" in top else None,
+            fleet_class=self.fleet(top["fleet"]) if "fleet" in top else None,
             lines={key: node.start_mark.line + 1 for key, node in top.items()},
             number=number,
         )
@@ -217,16 +217,10 @@ class _Reader:
             return None, config
         return self.string(node, "build"), None
 
-    def fleet(self, node: Node, kernel_config: Path | None, narrow_node: Node | None, narrow: tuple[str, ...]) -> str:
+    def fleet(self, node: Node) -> str:
         found = self.mapping(node, "fleet", ("class",))
         if "class" not in found:
             raise self.error(node, "fleet needs class: the machines' class (`perfline fleet status` lists them)")
-        if kernel_config is not None and narrow:
-            # Each tested commit is a boot of a machine (docs/kexec.md); a confirmation and
-            # a bisection would be many boots of one machine, which target kexec does not do yet.
-            raise self.error(narrow_node, "narrow: a kernel tracker on the fleet tests its commits (each a kexec "
-                                          "boot of a machine of the class) but cannot yet confirm or bisect on it; "
-                                          "set narrow: false")
         return self.string(found["class"], "fleet.class")
 
     def report(self, node: Node) -> MailSettings:
