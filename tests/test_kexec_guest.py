@@ -256,7 +256,10 @@ repeat: 3
 warmup: 0
 target: kexec
 kernel: debian-6.12
-watchdog: 60
+# Above the time from systemd's last ping on the way down to the hang: 60 s was not, under
+# TCG on a loaded host (purgatory's checksums and the boot to the initramfs took longer, and
+# the watchdog reset the kernel before its init ran).
+watchdog: 180
 # After perfline's panic=10: the kernel's init exits, it panics, and then waits forever.
 cmdline: init=/bin/false panic=0
 """
@@ -279,7 +282,7 @@ def test_a_kernel_that_hangs_is_reset_by_the_jobs_watchdog_and_is_boot_failed(
     """The lab machine's hardware watchdog is QEMU's i6300esb (its reset action a machine
     reset, as a chipset's is). The default kernel is 6.12 here (Debian's 6.1 cloud kernel
     has no i6300esb driver), booted with watchdog.stop_on_reboot=0 so that the kexec does
-    not stop the timer its systemd armed (KExecWatchdogSec, from the job's `watchdog: 60`).
+    not stop the timer its systemd armed (KExecWatchdogSec, from the job's `watchdog: 180`).
     The tested kernel's init exits and, with the job's panic=0 after perfline's panic=10,
     it panics and hangs: no panic reset, no systemd to pet the watchdog. The watchdog
     resets the guest, the default kernel comes back, and the boot is `boot-failed`."""
@@ -300,9 +303,9 @@ def test_a_kernel_that_hangs_is_reset_by_the_jobs_watchdog_and_is_boot_failed(
     store = Store.open(url)
     [boot] = store.kexec_boots()
     assert boot.state == "boot-failed" and boot.run_ids == [], boot
-    assert "systemd.watchdog_sec=60 watchdog.open_timeout=60 perfline.boot=" in boot.cmdline
+    assert "systemd.watchdog_sec=180 watchdog.open_timeout=180 perfline.boot=" in boot.cmdline
     assert boot.cmdline.endswith("init=/bin/false panic=0")
-    assert str(boot.watchdog).startswith("i6300ESB timer (i6300esb, /dev/watchdog0), 60 s: armed across the kexec")
+    assert str(boot.watchdog).startswith("i6300ESB timer (") and "180 s: armed across the kexec" in str(boot.watchdog)
     assert "Attempted to kill init" in str(boot.console), boot.console
     # The tested kernel panicked with panic=0 (no reset of its own) and yet the machine came back.
     assert "Rebooting in" not in text.split("Attempted to kill init", 1)[1].split("Linux version", 1)[0]

@@ -281,3 +281,24 @@ def test_a_bad_watchdog_is_one_error_line_and_exit_2(tmp_path: Path, tested: Ker
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith(f"error: {job}:4: watchdog must be seconds") and "'5min'" in proc.stderr
     assert not (tmp_path / "db").exists()
+
+
+def test_a_boot_the_watchdog_reset_is_boot_failed_and_says_so(tmp_path: Path, lab: Path) -> None:
+    from test_kexec_target import plan
+
+    store = Store.open(str(tmp_path / "db"))
+    boot = plan(store, lab, "tok9", [case()])
+    # The default kernel again, after a reset; the i6300ESB's driver read that it fired.
+    again = machine(tmp_path / "again", RELEASE_61, "#1 SMP Debian 6.1", DEFAULT_CMDLINE, "boot-1")
+    hardware(again)
+    (again / "sys/class/watchdog/watchdog0/bootstatus").write_text("32\n")
+    failed = kexec_resume.resume(store, lambda _c, _b: pytest.fail("nothing is measured"), root=again)
+    assert failed.outcome == "boot-failed"
+    assert str(store.kexec_boot(boot.id).error).endswith(
+        "; the watchdog reset the machine (i6300ESB timer (/dev/watchdog0) says so in its bootstatus)")
+    # A reset by anything else (panic=10) leaves bootstatus 0: nothing is said.
+    boot = plan(store, lab, "tok10", [case()])
+    (again / "sys/class/watchdog/watchdog0/bootstatus").write_text("0\n")
+    machine(again, RELEASE_61, "#1 SMP Debian 6.1", DEFAULT_CMDLINE, "boot-2")
+    kexec_resume.resume(store, lambda _c, _b: [], root=again)
+    assert "watchdog" not in str(store.kexec_boot(boot.id).error)

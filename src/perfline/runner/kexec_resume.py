@@ -266,6 +266,8 @@ def _failed(store: Store, boot: KexecBoot, running: kexec.RunningKernel, root: P
     console = f"{source}:\n{lines}" if lines else None
     if console is None:
         error += "; no console lines were kept (no pstore record, no journal of that boot)"
+    if (watched := watchdog.reset_by(root)) is not None:
+        error += f"; the watchdog reset the machine ({watched} says so in its bootstatus)"
     boot = store.update_kexec_boot(boot.id, "boot-failed", boot_id_after=running.boot_id, console=console,
                                    error=error)
     return Resumed("boot-failed", f"kexec boot {boot.id}: {error}", boot)

@@ -40,6 +40,8 @@ MODULES_LOAD = ("etc/modules-load.d", "run/modules-load.d", "usr/lib/modules-loa
 # Below this, a tested kernel that boots slowly would be reset before its systemd took over.
 MIN_SECONDS = 30
 DEFAULT_DEVICE = "/dev/watchdog0"
+# WDIOF_CARDRESET in a device's bootstatus (linux/watchdog.h): it reset the machine last time.
+CARD_RESET = 0x0020
 
 
 class WatchdogRefused(UserError):
@@ -146,6 +148,16 @@ def guard(seconds: int, how: str, root: Path = Path("/")) -> Guard:
             "without it; list it in /etc/modules-load.d/softdog.conf (a line `softdog`)")
     across = chosen.hardware and how == "kexec" and _read(root / STOP_ON_REBOOT) == "0"
     return Guard(chosen, seconds, how, across)
+
+
+def reset_by(root: Path = Path("/")) -> str | None:
+    """Which watchdog says it reset the machine before this boot (its bootstatus has
+    WDIOF_CARDRESET, as drivers that can tell set it: i6300esb, iTCO_wdt, ...); None when none does."""
+    for one in devices(root):
+        status = _read(root / SYSFS / one.name / "bootstatus")
+        if status.isdigit() and int(status) & CARD_RESET:
+            return f"{one.identity} ({one.device})"
+    return None
 
 
 def arm(armed: Guard, state: KernelState, root: Path = Path("/")) -> Entry:
