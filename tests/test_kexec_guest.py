@@ -93,7 +93,8 @@ def test_the_lab_machine_kexecs_into_612_measures_comes_back_and_a_panic_is_boot
     assert detail.info.status == "completed" and detail.info.label == "kexec-6.12"
     assert fingerprint["kernel_release"] == tested.release and fingerprint["target"] == "kexec"
     assert fingerprint["boot"] == {"how": "kexec", "from": default.release, "kernel": "debian-6.12",
-                                   "image sha256": tested.meta.sha256}
+                                   "image sha256": tested.meta.sha256, "watchdog": first.watchdog}
+    assert str(first.watchdog).startswith("none armed by perfline")
     assert "panic=10 oops=panic perfline.boot=" in fingerprint["cmdline"]
     assert len({s.repetition for s in detail.samples}) == 3
     # The job ran once: one run under its label, none for the kernel that did not boot.
@@ -248,26 +249,97 @@ def test_an_ab_over_kexec_boots_on_the_lab_machine(
     assert text.count("Linux version 6.12") >= 1
 
 
+WATCHDOG_JOB = """\
+benchmark: rcu-gp
+params: {iterations: 2}
+repeat: 3
+warmup: 0
+target: kexec
+kernel: debian-6.12
+# Above the time from systemd's last ping on the way down to the hang: 60 s was not, under
+# TCG on a loaded host (purgatory's checksums and the boot to the initramfs took longer, and
+# the watchdog reset the kernel before its init ran).
+watchdog: 180
+# After perfline's panic=10: the kernel's init exits, it panics, and then waits forever.
+cmdline: init=/bin/false panic=0
+"""
+WATCHDOG_DRIVER = """\
+#!/bin/sh
+# A tested kernel that hangs: only the watchdog the job asked for can bring the machine back.
+[ "$(uname -r)" = "{default}" ] && ! grep -q perfline.boot= /proc/cmdline || exit 0
+""" + FIRST_STEP + """\
+    perfline run {mount}/jobs/hangs.yaml --label hangs --no-monitors \\
+        || {{ echo "@perfline-test run failed"; systemctl poweroff; }} ;;
+*)  echo "@perfline-test done"
+    systemctl poweroff ;;
+esac
+"""
+
+
+def test_a_kernel_that_hangs_is_reset_by_the_jobs_watchdog_and_is_boot_failed(
+    tmp_path: Path, debian_kernels: dict[str, Kernel], postgres_server: PrivateServer
+) -> None:
+    """The lab machine's hardware watchdog is QEMU's i6300esb (its reset action a machine
+    reset, as a chipset's is). The default kernel is 6.12 here (Debian's 6.1 cloud kernel
+    has no i6300esb driver), booted with watchdog.stop_on_reboot=0 so that the kexec does
+    not stop the timer its systemd armed (KExecWatchdogSec, from the job's `watchdog: 180`).
+    The tested kernel's init exits and, with the job's panic=0 after perfline's panic=10,
+    it panics and hangs: no panic reset, no systemd to pet the watchdog. The watchdog
+    resets the guest, the default kernel comes back, and the boot is `boot-failed`."""
+    default, tested = debian_kernels["debian-6.1"], debian_kernels["debian-6.12"]
+    url = postgres_server.create_database("kexec_watchdog_guest")
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "hangs.yaml").write_text(WATCHDOG_JOB)
+    driver = WATCHDOG_DRIVER.format(default=tested.release, mount=TEST_DISK_MOUNT, db=guest_url(url),
+                                    python=VENV / "bin" / "python")
+    disk = guest_disk(tmp_path, driver, {"jobs": jobs, **{f"cache/kernels/{k.name}": k.directory
+                                                          for k in (default, tested)}})
+    text = run_guest(tmp_path, default, tested, disk, firmware=tested,
+                     append=f"{DEFAULT_CMDLINE} watchdog.stop_on_reboot=0",
+                     hardware=("-device", "i6300esb", "-action", "watchdog=reset"))
+    assert "@perfline-test done" in text, f"the guest did not finish; its console ended:\n{text[-6000:]}"
+
+    store = Store.open(url)
+    [boot] = store.kexec_boots()
+    assert boot.state == "boot-failed" and boot.run_ids == [], boot
+    assert "systemd.watchdog_sec=180 watchdog.open_timeout=180 perfline.boot=" in boot.cmdline
+    assert boot.cmdline.endswith("init=/bin/false panic=0")
+    assert str(boot.watchdog).startswith("i6300ESB timer (") and "180 s: armed across the kexec" in str(boot.watchdog)
+    assert "Attempted to kill init" in str(boot.console), boot.console
+    # QEMU's i6300esb keeps its timeout flag across the reset it made, as a chipset does.
+    assert str(boot.error).endswith("the watchdog reset the machine (i6300ESB timer (/dev/watchdog0) says so in "
+                                    "its bootstatus)"), boot.error
+    # The tested kernel panicked with panic=0 (no reset of its own) and yet the machine came back.
+    assert "Rebooting in" not in text.split("Attempted to kill init", 1)[1].split("Linux version", 1)[0]
+    assert text.count("Linux version 6.12") >= 3, text[-6000:]
+    assert "hangs" not in [run.label for run in store.list_runs(50)]
+
+
 def guest_url(url: str) -> str:
     """The store as the guest reaches it: this host's loopback is 10.0.2.2 there."""
     return url.replace(f"@{HOST}:", "@10.0.2.2:")
 
 
-def run_guest(tmp: Path, default: Kernel, tested: Kernel, disk: Path) -> str:
-    """Boot the lab machine on its default kernel until it powers off; its console."""
+def run_guest(tmp: Path, default: Kernel, tested: Kernel, disk: Path, *, firmware: Kernel | None = None,
+              append: str = DEFAULT_CMDLINE, hardware: tuple[str, ...] = ()) -> str:
+    """Boot the lab machine on its default kernel until it powers off; its console.
+    `firmware`: the kernel QEMU boots at every reset, when not `default` (the image
+    holds both kernels either way); `hardware`: more of QEMU's options (a watchdog)."""
     from test_qemu_target import TEST_CACHE
 
     image = machine_image(TEST_CACHE, [default, tested])
-    initrd = boot_files(image, default.release, image.parent)
+    booted = firmware or default
+    initrd = boot_files(image, booted.release, image.parent)
     console = tmp / "console.log"
     qemu = subprocess.Popen(
         # -cpu max: numpy's wheels need x86-64-v2 instructions (SSE4.2, POPCNT), which
         # TCG's default CPU model lacks (the guest's python died of "invalid opcode").
         ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "2",
-         "-kernel", str(default.image), "-initrd", str(initrd), "-append", DEFAULT_CMDLINE,
+         "-kernel", str(booted.image), "-initrd", str(initrd), "-append", append,
          "-drive", f"file={image},if=virtio,format=raw,snapshot=on",
          "-drive", f"file={disk},if=virtio,format=raw",
-         "-netdev", "user,id=net0", "-device", "virtio-net-pci,netdev=net0",
+         "-netdev", "user,id=net0", "-device", "virtio-net-pci,netdev=net0", *hardware,
          "-nographic", "-nodefaults", "-monitor", "none", "-serial", f"file:{console}"],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
     try:

@@ -189,7 +189,8 @@ def plan(store: Store, root: Path, token: str, cases: list[Case], how: str = "ke
         machine_id="0123456789abcdef0123456789abcdef", hostname="lab1", kernel="debian-6.12", release=RELEASE_612,
         banner=BANNER_612, sha256="0" * 64, cmdline=f"root=/dev/vda panic=10 perfline.boot={token}", token=token,
         default_release=running.release, cases=[case_to_json(c) for c in cases], label="try", kernel_commit=None,
-        boot_id_before=running.boot_id, fleet_attempt=None, how=how, series_id=None, series_step=None))
+        boot_id_before=running.boot_id, fleet_attempt=None, how=how, series_id=None, series_step=None,
+        watchdog=None))
 
 
 def test_resume_measures_once_on_the_right_kernel_and_comes_back(tmp_path: Path) -> None:

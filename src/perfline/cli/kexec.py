@@ -231,8 +231,9 @@ def say_booting(boot: KexecBoot) -> None:
         how = (f" through GRUB's one-shot entry (kexec is refused here: {escape(kexec.refusal() or 'refused')}; "
                "the job allows `boot: reboot`)")
     errors.print(f"kexec boot {boot.id}: booting {escape(boot.kernel)} ({escape(boot.release)}){how} with "
-                 f"[dim]{escape(boot.cmdline)}[/dim]; `perfline resume` goes on after the boot "
-                 "(`perfline kernels boots` shows how it went)", highlight=False, soft_wrap=True)
+                 f"[dim]{escape(boot.cmdline)}[/dim]; watchdog: {escape(boot.watchdog or 'not recorded')}; "
+                 "`perfline resume` goes on after the boot (`perfline kernels boots` shows how it went)",
+                 highlight=False, soft_wrap=True)
 
 
 def start_kexec_ab(case_a: Case, case_b: Case, pairs: int, blocks: int, label: str | None,

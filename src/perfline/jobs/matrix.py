@@ -106,6 +106,7 @@ def expand(job: JobSpec) -> list[Case]:
                 tune=job.tune,
                 boot_kernel=job.boot_kernel,
                 boot=job.boot,
+                watchdog=job.watchdog,
             )
         )
     return cases

@@ -23,7 +23,16 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from perfline.benchmarks import Benchmark, Param
 from perfline.jobs.lookup import benchmark_class
 from perfline.jobs.matrix import check_size
-from perfline.jobs.vm import BOOT_WAYS, KEXEC_KEYS, VM_KEYS, boot_kernel, check_guest_job, vm_spec, with_target
+from perfline.jobs.vm import (
+    BOOT_WAYS,
+    KEXEC_KEYS,
+    VM_KEYS,
+    boot_kernel,
+    check_guest_job,
+    vm_spec,
+    watchdog_seconds,
+    with_target,
+)
 from perfline.monitors import DEFAULT_MONITORS, MONITORS
 from perfline.records.job import (
     AUTO_MAX_REPEAT,
@@ -52,6 +61,7 @@ TOP_KEYS = (
     "target",
     "tune",
     "boot",
+    "watchdog",
     *VM_KEYS,
 )
 DEFAULT_REPEAT = 5
@@ -397,6 +407,12 @@ class _Parser:
                 raise self.error(top["boot"][0], "boot applies only to `target: kexec`")
             if boot_way not in BOOT_WAYS:
                 raise self.error(node, _unknown("boot", boot_way, BOOT_WAYS))
+        watchdog = None
+        if "watchdog" in top:
+            if target != "kexec":
+                raise self.error(top["watchdog"][0], "watchdog applies only to `target: kexec`")
+            node = top["watchdog"][1]
+            watchdog = watchdog_seconds(self.scalar(node, "watchdog"), self.at(node))
 
         spec = JobSpec(
             name=name,
@@ -413,6 +429,7 @@ class _Parser:
             tune=tune,
             boot_kernel=boot,
             boot=boot_way,
+            watchdog=watchdog,
         )
         check_size(spec, line=self.axis_lines[0] if self.axis_lines else None)
         return spec

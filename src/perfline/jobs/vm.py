@@ -21,6 +21,7 @@ from perfline.records.job import (
     VmSpec,
 )
 from perfline.targets.kernels import KernelError, get_kernel
+from perfline.targets.watchdog import MIN_SECONDS
 
 # Job keys that describe the VM; `cmdline` travels with the tunables (spec.py). Target
 # kexec takes the first two.
@@ -107,7 +108,7 @@ def with_target(
         for key, value in options.items():
             if value is not None:
                 raise fail_for(key)("applies only to --target qemu or kexec")
-        return replace(job, target=target, vm=None, boot_kernel=None, boot="kexec")
+        return replace(job, target=target, vm=None, boot_kernel=None, boot="kexec", watchdog=None)
     # The job file's VM settings, where the command line gives none.
     given = asdict(job.vm) if job.vm is not None else {}
     vm = vm_spec(
@@ -122,6 +123,17 @@ def with_target(
         tunables["cmdline"] = {"cmdline": cmdline.strip()}
     check_guest_job(benchmark, tunables, fail_for)
     return replace(job, target=target, vm=vm, tunables=tunables, boot_kernel=None)
+
+
+def watchdog_seconds(value: Any, fail: Callable[[str], JobError]) -> int:
+    """A kexec job's `watchdog:`: seconds (the tested kernel must reach its systemd
+    within them), or `off` (YAML reads an unquoted off as false), which is 0."""
+    if value is False or value == "off":
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_SECONDS:
+        raise fail(f"watchdog must be seconds, at least {MIN_SECONDS} (the tested kernel's systemd must take the "
+                   f"watchdog over within them), e.g. `watchdog: 300`, or `off`; got {value!r}")
+    return value
 
 
 def boot_kernel(kernel: Any, fail_for: FailFor) -> str:

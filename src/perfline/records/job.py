@@ -89,6 +89,9 @@ class JobSpec:
     # Target kexec: `reboot` lets the machine boot the kernel through the boot loader's
     # one-shot entry where kexec is refused (targets.boot_entry); `kexec` does not.
     boot: str = "kexec"
+    # Target kexec: `watchdog: SECONDS` resets a tested kernel that hangs (targets.watchdog);
+    # 0 is the job's `watchdog: off`, None a job that says nothing (the administrator's settings).
+    watchdog: int | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,7 @@ class Case:
     tune: bool = False
     boot_kernel: str | None = None  # target kexec: the registered kernel booted
     boot: str = "kexec"  # target kexec: `reboot` where kexec is refused, if the job allows it
+    watchdog: int | None = None  # target kexec: the job's watchdog seconds (0: off; None: not said)
 
     @property
     def key(self) -> str:
@@ -169,7 +173,7 @@ def case_to_json(case: Case) -> dict[str, Any]:
         "repeat": case.repeat, "warmup": case.warmup, "monitors": list(case.monitors),
         "target": case.target, "precision_pct": case.precision_pct,
         "vm": None if case.vm is None else asdict(case.vm), "tune": case.tune, "boot_kernel": case.boot_kernel,
-        "boot": case.boot,
+        "boot": case.boot, "watchdog": case.watchdog,
     }
 
 
@@ -181,5 +185,5 @@ def case_from_json(data: dict[str, Any]) -> Case:
         repeat=int(data["repeat"]), warmup=int(data["warmup"]), monitors=tuple(data["monitors"]),
         target=data["target"], precision_pct=data.get("precision_pct"),
         vm=None if vm is None else VmSpec(**vm), tune=bool(data.get("tune", False)),
-        boot_kernel=data.get("boot_kernel"), boot=data.get("boot", "kexec"),
+        boot_kernel=data.get("boot_kernel"), boot=data.get("boot", "kexec"), watchdog=data.get("watchdog"),
     )

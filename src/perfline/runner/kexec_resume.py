@@ -23,7 +23,10 @@ from perfline.records.fingerprint import Fingerprint
 from perfline.records.job import Case, case_from_json, case_to_json
 from perfline.store import Store
 from perfline.store.kexec_boots import KexecBoot, PlannedBoot
-from perfline.targets import boot_entry, kexec, local
+from perfline.system.journal import own_journal
+from perfline.system.kernel_state import KernelState
+from perfline.system.process import CommandFailed, ToolMissing
+from perfline.targets import boot_entry, kexec, local, watchdog
 from perfline.targets.kernels import get_kernel
 from perfline.targets.machine_settings import MachineSettings
 
@@ -103,17 +106,20 @@ class Checked:
     machine_id: str
     how: str  # kexec, or reboot where kexec is refused and the job allows it
     refused: str | None  # why kexec is refused, when `how` is reboot
+    guard: watchdog.Guard | None  # the watchdog the job asked for (`watchdog: SECONDS`)
+    watchdog: str  # which watchdog guards the boot, as its record says it
 
 
 def check(store: Store, cases: list[Case], settings: MachineSettings, root: Path = Path("/")) -> Checked:
     """Everything a boot of these cases needs, each missing thing a KexecRefused that says
     which; nothing is changed here."""
     kexec.require_boot_allowed(settings)
-    kernels = {(case.boot_kernel, case.cmdline) for case in cases}
+    kernels = {(case.boot_kernel, case.cmdline, case.watchdog) for case in cases}
     if len(kernels) != 1:
-        raise kexec.KexecRefused("one kexec boot measures one kernel with one command line: this job asks for "
-                                 f"{len(kernels)} ({', '.join(sorted(f'{k} {c!r}' for k, c in kernels))}); split it")
-    ((name, extra),) = kernels
+        raise kexec.KexecRefused("one kexec boot measures one kernel with one command line and one watchdog: this "
+                                 f"job asks for {len(kernels)} ({', '.join(sorted(f'{k} {c!r}' for k, c, _ in kernels))})"
+                                 "; split it")
+    ((name, extra, seconds),) = kernels
     assert name is not None, "target kexec cases carry their kernel (jobs.vm.with_target)"
     machine_id = local.machine_id(root)
     already = store.open_kexec_boot(machine_id)
@@ -130,7 +136,21 @@ def check(store: Store, cases: list[Case], settings: MachineSettings, root: Path
         if why := boot_entry.refusal(image.release, image.sha256, root):
             raise kexec.KexecRefused(f"{reason}; and the job's `boot: reboot` cannot either: {why}")
         how = "reboot"
-    return Checked(image, extra, kexec.RunningKernel.read(root), machine_id, how, reason)
+    guard, said = _watchdog(seconds, how, root)
+    return Checked(image, extra, kexec.RunningKernel.read(root), machine_id, how, reason, guard, said)
+
+
+def _watchdog(seconds: int | None, how: str, root: Path) -> tuple[watchdog.Guard | None, str]:
+    """The job's watchdog, and what the boot's record says of it."""
+    if seconds is None:
+        return None, "none armed by perfline (the job has no `watchdog:`; the administrator's settings apply)"
+    if seconds == 0:
+        return None, "off (the job's `watchdog: off`; the administrator's settings apply)"
+    try:
+        guard = watchdog.guard(seconds, how, root)
+    except watchdog.WatchdogRefused as exc:
+        raise kexec.KexecRefused(exc.message) from None
+    return guard, guard.describe()
 
 
 def start(store: Store, cases: list[Case], settings: MachineSettings, *, label: str | None = None,
@@ -148,10 +168,24 @@ def start(store: Store, cases: list[Case], settings: MachineSettings, *, label: 
     method = BootMethod("kexec", stage, kexec.unload, boot)
     if checked.how == "reboot":
         method = reboot or one_shot_entry(root)
-    image, running = checked.image, checked.running
+    image, running, guard = checked.image, checked.running, checked.guard
     token = secrets.token_hex(8)
-    cmdline = kexec.boot_cmdline(running.cmdline, checked.extra, token)
+    cmdline = kexec.boot_cmdline(running.cmdline, checked.extra, token, [] if guard is None else guard.params())
     method.stage(image, cmdline)
+    state = KernelState(own_journal())
+    armed = None
+    if guard is not None:
+        try:
+            armed = watchdog.arm(guard, state, root)
+        except (CommandFailed, ToolMissing, OSError) as exc:
+            method.unstage()
+            raise kexec.KexecRefused(f"systemd did not take the watchdog's setting for the boot: {exc}") from None
+
+    def undo() -> None:
+        method.unstage()
+        if armed is not None:
+            state.restore([armed])
+
     try:
         planned = store.plan_kexec_boot(PlannedBoot(
             machine_id=checked.machine_id, hostname=local.hostname(), kernel=image.name, release=image.release,
@@ -159,16 +193,18 @@ def start(store: Store, cases: list[Case], settings: MachineSettings, *, label: 
             default_release=running.release, cases=[case_to_json(case) for case in cases], label=label,
             kernel_commit=kernel_commit, boot_id_before=running.boot_id, fleet_attempt=fleet_attempt,
             how=method.how, series_id=None if series is None else series[0],
-            series_step=None if series is None else series[1]))
+            series_step=None if series is None else series[1], watchdog=checked.watchdog))
     except BaseException:
-        method.unstage()
+        undo()
         raise
     try:
         method.go()
     except BaseException as exc:
-        method.unstage()
+        undo()
         store.update_kexec_boot(planned.id, "abandoned", error=f"the boot did not start: {exc}")
         raise
+    if armed is not None:
+        state.release([armed])  # the boot under way clears /run, the drop-in with it
     return planned
 
 
@@ -224,6 +260,7 @@ def boot_fingerprint(fingerprint: Fingerprint, boot: KexecBoot) -> Fingerprint:
     """The booted kernel's fingerprint, saying how it was booted."""
     return replace(fingerprint, target="kexec", boot={
         "how": boot.how, "from": boot.default_release, "kernel": boot.kernel, "image sha256": boot.sha256,
+        "watchdog": boot.watchdog or "not recorded",
     })
 
 
@@ -232,6 +269,8 @@ def _failed(store: Store, boot: KexecBoot, running: kexec.RunningKernel, root: P
     console = f"{source}:\n{lines}" if lines else None
     if console is None:
         error += "; no console lines were kept (no pstore record, no journal of that boot)"
+    if (watched := watchdog.reset_by(root)) is not None:
+        error += f"; the watchdog reset the machine ({watched} says so in its bootstatus)"
     boot = store.update_kexec_boot(boot.id, "boot-failed", boot_id_after=running.boot_id, console=console,
                                    error=error)
     return Resumed("boot-failed", f"kexec boot {boot.id}: {error}", boot)

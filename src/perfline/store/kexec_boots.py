@@ -42,6 +42,8 @@ class PlannedBoot:
     # The series (an ab over boots) this boot is a block of, and which one; None for `run`.
     series_id: int | None
     series_step: int | None
+    # Which watchdog guards the boot (targets.watchdog), as said before it went down.
+    watchdog: str | None
 
 
 @dataclass(frozen=True)
@@ -248,7 +250,7 @@ def _boot(row: KexecBootRow) -> KexecBoot:
         banner=row.banner, sha256=row.sha256, cmdline=row.cmdline, token=row.token,
         default_release=row.default_release, cases=list(row.cases), label=row.label,
         kernel_commit=row.kernel_commit, fleet_attempt=row.fleet_attempt, how=row.how, series_id=row.series_id,
-        series_step=row.series_step, state=row.state, boot_id_before=row.boot_id_before,
+        series_step=row.series_step, watchdog=row.watchdog, state=row.state, boot_id_before=row.boot_id_before,
         boot_id_after=row.boot_id_after, run_ids=[int(i) for i in row.run_ids], console=row.console,
         error=row.error, updated_at=aware(row.updated_at),
     )

@@ -377,6 +377,8 @@ class KexecBootRow(Base):
     # The series (kexec_series.id) the boot is one block of, and which block.
     series_id: Mapped[int | None] = mapped_column(Integer, index=True)
     series_step: Mapped[int | None] = mapped_column(Integer)
+    # Which watchdog guarded the boot (a job's `watchdog:`), in words; NULL before it was recorded.
+    watchdog: Mapped[str | None] = mapped_column(Text)
 
 
 class KexecSeriesRow(Base):

@@ -1,7 +1,7 @@
 """The restore journal: old values written (and fsync'd) before anything is changed.
 
 Every piece of kernel state perfline changes (tunables, tracefs files, a tracefs mount,
-the benchmark's cgroup) is recorded here first, by `system.kernel_state`. One file per
+the benchmark's cgroup, the watchdog setting of a kexec boot) is recorded here first, by `system.kernel_state`. One file per
 perfline process, so two perfline processes never restore each other's live changes; a
 file whose process is gone is a crashed run's leftover, and the next perfline command
 puts it back.
@@ -18,9 +18,10 @@ from pathlib import Path
 from perfline.system.files import write_durably
 
 # What an entry undoes: a file written (write `old` back), a file system mounted on
-# `path` (unmount it; `old` is empty, `new` the file system type), or a cgroup directory
-# made at `path` (remove it; `old` and `new` are empty).
-WRITE, MOUNT, CGROUP = "write", "mount", "cgroup"
+# `path` (unmount it; `old` is empty, `new` the file system type), a cgroup directory
+# made at `path` (remove it; `old` and `new` are empty), or a drop-in of systemd's manager
+# configuration written at `path` (remove it and re-execute systemd; `new` its text).
+WRITE, MOUNT, CGROUP, SYSTEMD_DROP_IN = "write", "mount", "cgroup", "systemd-drop-in"
 # Journals are named journal.<pid>.json; earlier perfline versions wrote
 # tunables.<pid>.json, which a crash may have left behind, so both are read.
 PATTERNS = ("journal.*.json", "tunables.*.json")

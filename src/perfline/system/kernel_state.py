@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from perfline.system.journal import CGROUP, MOUNT, WRITE, Entry, Journal, leftovers
+from perfline.system.files import write_durably
+from perfline.system.journal import CGROUP, MOUNT, SYSTEMD_DROP_IN, WRITE, Entry, Journal, leftovers
 from perfline.system.process import CommandFailed, ToolMissing, require_tool, run
 
 LOCKDOWN = Path("/sys/kernel/security/lockdown")
@@ -179,6 +180,24 @@ class KernelState:
             raise
         return entry
 
+    def systemd_drop_in(self, path: Path, text: str) -> Entry:
+        """Write a drop-in of systemd's manager configuration (system.conf.d) and have
+        systemd read it (`systemctl daemon-reexec`: system.conf is read only at its
+        start); the entry removes it and re-executes systemd again. Raises CommandFailed
+        or ToolMissing, with nothing left changed, when systemd does not take it."""
+        entry = Entry(str(path), "", text, SYSTEMD_DROP_IN)
+        self.journal.record([entry])
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_durably(path, text)
+            reexec_systemd()
+        except BaseException:
+            failures = undo([entry])
+            if not failures:
+                self.journal.forget([entry])
+            raise
+        return entry
+
     def restore(self, entries: Sequence[Entry]) -> list[Entry]:
         """Undo `entries`, newest first; returns those that could not be undone, which
         stay in the journal for `perfline restore` (or the next command) to retry."""
@@ -203,9 +222,17 @@ def undo(entries: Sequence[Entry]) -> list[Entry]:
                 run([require_tool("umount", "mount"), entry.path], timeout=30)
             elif entry.kind == CGROUP:
                 remove_cgroup(Path(entry.path))
+            elif entry.kind == SYSTEMD_DROP_IN:
+                Path(entry.path).unlink(missing_ok=True)
+                reexec_systemd()
         except (OSError, ToolMissing, CommandFailed):
             failures.append(entry)
     return failures
+
+
+def reexec_systemd() -> None:
+    """systemd re-executed: it reads its manager configuration (system.conf and its drop-ins) again."""
+    run([require_tool("systemctl", "systemd"), "daemon-reexec"], timeout=120)
 
 
 def remove_cgroup(path: Path) -> None:
@@ -238,6 +265,10 @@ def restore_leftovers(directory: Path, boot_id: str, alive: Callable[[int], bool
             elif entry.kind == CGROUP:
                 verb = "could not remove" if failed else "removed"
                 messages.append(f"{verb} the cgroup {entry.path} (made by a crashed run)")
+            elif entry.kind == SYSTEMD_DROP_IN:
+                verb = "could not remove" if failed else "removed"
+                messages.append(f"{verb} systemd's drop-in {entry.path} and re-executed systemd (written by a "
+                                "crashed kexec boot's start)")
             else:
                 verb = "could not restore" if failed else "restored"
                 messages.append(f"{verb} {entry.path} to {entry.old!r} (left at {entry.new!r} by a crashed run)")

@@ -16,6 +16,7 @@ import contextlib
 import json
 import shlex
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -149,11 +150,12 @@ def initrd_for(kernel: Kernel, root: Path = Path("/")) -> Path | None:
     return None
 
 
-def boot_cmdline(default: str, extra: str, token: str) -> str:
+def boot_cmdline(default: str, extra: str, token: str, watchdog: Sequence[str] = ()) -> str:
     """The default kernel's command line without what only that boot may have, then
-    panic/oops, the token, and the job's own parameters (last, so they win)."""
+    panic/oops, the watchdog's parameters (targets.watchdog), the token, and the job's
+    own parameters (last, so they win)."""
     kept = [word for word in default.split() if word.partition("=")[0] not in NOT_INHERITED]
-    return " ".join([*kept, *TESTED_PARAMS, f"{BOOT_PARAM}={token}", *extra.split()])
+    return " ".join([*kept, *TESTED_PARAMS, *watchdog, f"{BOOT_PARAM}={token}", *extra.split()])
 
 
 def load(image: BootImage, cmdline: str) -> None:
