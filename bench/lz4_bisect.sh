@@ -6,9 +6,11 @@
 # branch, 85 first-parent commits after 14d3b634 (#1084) up to 185cf420 (#1207), across
 # 17356fca "Merge pull request #1134 from lz4/faster_BD4" (NEWS of v1.9.4: "faster decoding
 # speed (~+70%) for -BD4 setting in CLI"). Each probe is built with
-# `make -C programs lz4 -j2`; the value is the CPU time of the fastest of 5 decompressions
+# `make -C programs lz4 -j2`; the value is the CPU time of the fastest of 15 decompressions
 # of one -BD4 frame (64 MB of lz4's own sources, compressed once by the good commit's lz4),
-# by a script outside the tree. Takes tens of minutes (each build 20-150 s, by the load).
+# by a script outside the tree (here the step is about 4-5%: 63.5 -> 61.2 ms, sd 1.0-2.6
+# ms for 10 such values a side at load 5; the fastest of 5 spread too much and the
+# bisection ended `no-change` at -1.0%). Takes tens of minutes (builds 20-150 s, by the load).
 #
 # LZ4_GIT_DIR: a clone of github.com/lz4/lz4 with its dev history (its git directory or
 # its work tree). Prints the answer against 17356fca and the bisection's figures; exit 0
@@ -36,7 +38,7 @@ if [ ! -s frame.lz4 ]; then
 fi
 
 cat >measure.py <<'EOF'
-"""The CPU time (ms) of the fastest of 5 decompressions of the frame by the tree's lz4."""
+"""The CPU time (ms) of the fastest of 15 decompressions of the frame by the tree's lz4."""
 import os
 import resource
 import subprocess
@@ -44,7 +46,7 @@ import sys
 
 lz4 = os.path.join(os.environ["PERFLINE_TREE"], "programs", "lz4")
 best = float("inf")
-for _ in range(5):
+for _ in range(15):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run([lz4, "-d", "-c", "-q", sys.argv[1]], stdout=subprocess.DEVNULL, check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
