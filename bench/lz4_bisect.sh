@@ -8,9 +8,11 @@
 # speed (~+70%) for -BD4 setting in CLI"). Each probe is built with
 # `make -C programs lz4 -j2`; the value is the CPU time of the fastest of 15 decompressions
 # of one -BD4 frame (64 MB of lz4's own sources, compressed once by the good commit's lz4),
-# by a script outside the tree (here the step is about 4-5%: 63.5 -> 61.2 ms, sd 1.0-2.6
-# ms for 10 such values a side at load 5; the fastest of 5 spread too much and the
-# bisection ended `no-change` at -1.0%). Takes tens of minutes (builds 20-150 s, by the load).
+# by a script outside the tree. Here the step is 4-5% (58.4 -> 55.4 ms, the fastest of 15
+# by hand at load 5; the NEWS's ~70% was enwik9 on the author's laptop), and one value
+# varies by 6-7.6% (sd) on this VM even idle, 5.6% between neighbours in time; the host's
+# pace (native/pace) explains little of it (r 0.37-0.55). Takes 10-40 minutes.
+# MAX_RUNS (default 200, perfline's) is passed as --max-runs.
 #
 # LZ4_GIT_DIR: a clone of github.com/lz4/lz4 with its dev history (its git directory or
 # its work tree). Prints the answer against 17356fca and the bisection's figures; exit 0
@@ -58,7 +60,7 @@ started=$(date +%s)
 set +e
 "$perfline" --db "$work/db" bisect start --repo "$repo" --good "$good" --bad "$bad" \
 	--build "make -s -C programs lz4 -j2" --command "python3 $work/measure.py $work/frame.lz4" \
-	--direction lower --json >result.json 2>progress.log
+	--direction lower --max-runs "${MAX_RUNS:-200}" --json >result.json 2>progress.log
 rc=$?
 set -e
 took=$(($(date +%s) - started))
