@@ -1,6 +1,6 @@
 """How much of a benchmark's noise this host's pace explains (issue 27, point 4).
 
-    .venv/bin/python bench/pace_covariate.py VALUES COMMAND... 
+    .venv/bin/python bench/pace_covariate.py VALUES COMMAND...
 
 Takes VALUES values of COMMAND (run by sh; its last line of stdout is the value, as a
 bisection's `--command`), each between two readings of native/build/pace, and prints the
