@@ -410,9 +410,8 @@ def trimmed_difference(a: NDArray[np.float64], b: NDArray[np.float64], trim: flo
     bisection's A/B judges at every look; tests/test_stats_compare.py holds them equal)."""
     mean_a, var_a, df_a = _trimmed_mean(np.sort(a), trim)
     mean_b, var_b, df_b = _trimmed_mean(np.sort(b), trim)
-    total = var_a + var_b
-    spread = sum(var**2 / df for var, df in ((var_a, df_a), (var_b, df_b)) if df)
-    return mean_b - mean_a, math.sqrt(total), total**2 / spread if spread else float("nan")
+    df = _satterthwaite_df((var_a, df_a), (var_b, df_b))
+    return mean_b - mean_a, math.sqrt(var_a + var_b), float("nan") if df is None else df
 
 
 def _has_outliers(b: NDArray[np.float64], o: NDArray[np.float64], *, paired: bool) -> bool:
@@ -432,6 +431,14 @@ def _relative_variance_of_mean(data: NDArray[np.float64]) -> float:
     return float(data.var(ddof=1) / len(data) / data.mean() ** 2)
 
 
+def _satterthwaite_df(*parts: tuple[float, float]) -> float | None:
+    """Welch–Satterthwaite degrees of freedom of a sum of variances, each (variance, its
+    degrees of freedom); one with infinite degrees of freedom (known, not estimated) adds
+    its variance only. None when no part has any estimated spread."""
+    estimated = sum(v**2 / df for v, df in parts if v > 0 and math.isfinite(df))
+    return sum(v for v, _ in parts) ** 2 / estimated if estimated > 0 else None
+
+
 def _welch_df(var_b: float, n_b: int, var_o: float, n_o: int) -> float:
     """Welch–Satterthwaite degrees of freedom from the variances of the two means."""
     total = var_b + var_o
@@ -444,13 +451,11 @@ def _welch_df(var_b: float, n_b: int, var_o: float, n_o: int) -> float:
 def _log_ratio(b: _Side, o: _Side) -> _Estimate:
     """log(mean_o / mean_b) with its delta-method standard error and the
     Welch–Satterthwaite degrees of freedom of the two sides' variances."""
-    total = b.relvar + o.relvar
-    parts = sum(v**2 / df for v, df in ((b.relvar, b.df), (o.relvar, o.df)) if v > 0 and math.isfinite(df))
-    df = total**2 / parts if parts > 0 else float(b.count + o.count - 2)
+    df = _satterthwaite_df((b.relvar, b.df), (o.relvar, o.df))
     return _Estimate(
         value=o.log_level - b.log_level,
-        se=math.sqrt(total),
-        df=df,
+        se=math.sqrt(b.relvar + o.relvar),
+        df=float(b.count + o.count - 2) if df is None else df,
         count=min(b.count, o.count),
         floor_var=b.assumed + o.assumed,
     )

@@ -1,10 +1,10 @@
 """The restore journal: old values written (and fsync'd) before anything is changed.
 
 Every piece of kernel state perfline changes (tunables, tracefs files, a tracefs mount,
-the benchmark's cgroup, the watchdog setting of a kexec boot) is recorded here first, by `system.kernel_state`. One file per
-perfline process, so two perfline processes never restore each other's live changes; a
-file whose process is gone is a crashed run's leftover, and the next perfline command
-puts it back.
+the benchmark's cgroup, the watchdog setting of a kexec boot) is recorded here first, by
+`system.kernel_state`. One file per perfline process, so two perfline processes never
+restore each other's live changes; a file whose process is gone is a crashed run's
+leftover, and the next perfline command puts it back.
 """
 
 from __future__ import annotations
