@@ -36,6 +36,7 @@ from pathlib import Path
 
 from perfline import git
 from perfline.system.disturbances import wait_for_quiet
+from perfline.system.env_settings import env_number
 from perfline.system.files import locked, write_durably
 from perfline.system.process import tail
 from perfline.targets import kernels
@@ -47,7 +48,7 @@ COMPLETE = ".perfline-worktree-complete"
 SETTLE_AFTER_BUILD_S = 30.0
 # The most it waits ($PERFLINE_SETTLE_S, 0: never): a benchmark whose samples are not
 # timed (perfline's own tests set bench.c's noise) has nothing for a busy CPU to spoil.
-SETTLE_MAX_S = float(os.environ.get("PERFLINE_SETTLE_S", "5"))
+SETTLE_ENV, SETTLE_MAX_S = "PERFLINE_SETTLE_S", 5.0
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,7 @@ class Builder:
 
     def settle(self) -> None:
         """Before a measurement: wait for quiet CPUs if this process built a moment ago."""
-        if (SETTLE_MAX_S > 0 and self.last_built_at is not None
-                and time.monotonic() - self.last_built_at < SETTLE_AFTER_BUILD_S):
-            wait_for_quiet(max_s=SETTLE_MAX_S)
+        if self.last_built_at is None or time.monotonic() - self.last_built_at >= SETTLE_AFTER_BUILD_S:
+            return
+        if (most := env_number(SETTLE_ENV, SETTLE_MAX_S)) > 0:
+            wait_for_quiet(max_s=most)
