@@ -23,3 +23,21 @@ def test_unset_is_the_default_and_zero_is_zero(monkeypatch: pytest.MonkeyPatch) 
     assert env_number("PERFLINE_SETTLE_S", 5.0) == 0.0
     monkeypatch.setenv("PERFLINE_SETTLE_S", "2.5")
     assert env_number("PERFLINE_SETTLE_S", 5.0) == 2.5
+
+
+def test_the_fleets_timeouts_and_tolerance_are_read_when_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """They were read with float() at import: a bad value was a traceback in every fleet
+    command, whichever setting it needed."""
+    from perfline.fleet import health, kernel_jobs, stalled
+
+    for name, read in [("PERFLINE_FLEET_STALLED_S", stalled.stalled_timeout),
+                       ("PERFLINE_FLEET_BOOT_S", kernel_jobs.boot_timeout),
+                       ("PERFLINE_FLEET_SPEED_TOLERANCE", lambda: health.off_class(130, [100]))]:
+        monkeypatch.setenv(name, "soon")
+        with pytest.raises(UserError, match=f"^{name}='soon' must be a number"):
+            read()
+        monkeypatch.delenv(name)
+    assert stalled.stalled_timeout() == 120.0 and kernel_jobs.boot_timeout() == 3600.0
+    assert health.off_class(120, [100]) is None and "+30%" in str(health.off_class(130, [100]))
+    monkeypatch.setenv("PERFLINE_FLEET_SPEED_TOLERANCE", "0.5")
+    assert health.off_class(130, [100]) is None

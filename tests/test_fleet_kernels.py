@@ -261,7 +261,7 @@ def test_a_machine_that_never_comes_back_from_a_kernel_ends_its_job_boot_failed_
         boot = store.open_kexec_boot(local.machine_id())
         assert boot is not None and boot.fleet_attempt is not None
         assert take_back_stalled(store, queue, 0.0) == []
-        monkeypatch.setattr(kernel_jobs, "BOOT_S", 0.0)
+        monkeypatch.setenv(kernel_jobs.BOOT_S_ENV, "0")
         [taken] = take_back_stalled(store, queue, 0.0)
         assert taken.boot_failed and not taken.requeued
         assert queue.jobs(job_id)[0].status == "failed"

@@ -63,13 +63,13 @@ def worker(
     from perfline.fleet.kernel_jobs import images_dir
     from perfline.fleet.machine import describe
     from perfline.fleet.queue import FleetQueue
-    from perfline.fleet.stalled import STALLED_S
+    from perfline.fleet.stalled import stalled_timeout
     from perfline.fleet.worker import FleetWorker, WorkerSettings
     from perfline.runner import terminate_as_interrupt
     from perfline.store import resolve_url
 
     url = resolve_url(db or state.db)
-    settings = WorkerSettings(stalled_s=stalled or STALLED_S, health_every=health_every, outage_wait_s=outage_wait)
+    settings = WorkerSettings(stalled_s=stalled or stalled_timeout(), health_every=health_every, outage_wait_s=outage_wait)
     store = open_store(url, outage_wait)
     with FleetQueue(url, outage_wait_s=outage_wait) as queue, terminate_as_interrupt():
         serving = FleetWorker(store, queue, describe(machine, machine_class), settings, notify,
@@ -158,12 +158,12 @@ def status(
 
     Example: perfline fleet status
     """
-    from perfline.fleet.stalled import STALLED_S
+    from perfline.fleet.stalled import stalled_timeout
     from perfline.fleet.status import fleet_status, status_tables
 
     store, queue = _open()
     with queue:
-        found = fleet_status(store, queue, stalled or STALLED_S)
+        found = fleet_status(store, queue, stalled or stalled_timeout())
     if as_json:
         print(json.dumps(found.to_json(), indent=2))
         return

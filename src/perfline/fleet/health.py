@@ -12,7 +12,6 @@ is benched (a machine that is really throttled stays off on every look).
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -22,12 +21,13 @@ from perfline.records.status import RunStatus
 from perfline.runner import RunContext, execute
 from perfline.store import Store
 from perfline.store.fleet import MachineFacts
+from perfline.system.env_settings import env_number
 from perfline.system.native import native_binary
 
 LABEL = "fleet-health"
 # How far a machine's pace may be from its class's median before it is `bad`: the pace
 # loop's own spread is ~1%; a machine 25% off runs at another clock or is throttled.
-SPEED_TOLERANCE = float(os.environ.get("PERFLINE_FLEET_SPEED_TOLERANCE", "0.25"))
+SPEED_TOLERANCE_ENV = "PERFLINE_FLEET_SPEED_TOLERANCE"
 # Looks at the pace before a machine is benched for it, and the pause between them: longer
 # than the slow spells seen on shared hosts (0.1-3 s), short next to a job.
 PACE_LOOKS = 3
@@ -78,10 +78,11 @@ def off_class(pace_ns: int, class_paces: list[int]) -> str | None:
         return None
     median = statistics.median(class_paces)
     off = pace_ns / median - 1.0
-    if abs(off) <= SPEED_TOLERANCE:
+    tolerance = env_number(SPEED_TOLERANCE_ENV, 0.25)
+    if abs(off) <= tolerance:
         return None
     return (f"pace {pace_ns / 1000:.0f} µs is {off:+.0%} off its class's {median / 1000:.0f} µs "
-            f"(tolerance ±{SPEED_TOLERANCE:.0%}, $PERFLINE_FLEET_SPEED_TOLERANCE)")
+            f"(tolerance ±{tolerance:.0%}, ${SPEED_TOLERANCE_ENV})")
 
 
 def _judged(store: Store, facts: MachineFacts, health: Health) -> Health:

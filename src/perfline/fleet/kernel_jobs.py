@@ -36,12 +36,13 @@ from perfline.runner import kexec_resume
 from perfline.runner.kexec_resume import BootSteps, MachineBooting
 from perfline.store import Store
 from perfline.store.kexec_boots import OPEN_STATES, KexecBoot
+from perfline.system.env_settings import env_number
 from perfline.system.files import locked
 from perfline.targets import machine_settings
 
 KIND = "kernel"
 BOOT_FAILED = "boot-failed"
-BOOT_S = float(os.environ.get("PERFLINE_FLEET_BOOT_S", "3600"))
+BOOT_S_ENV = "PERFLINE_FLEET_BOOT_S"
 IMAGES_ENV = "PERFLINE_FLEET_IMAGES"
 Say = Callable[[str], None]
 
@@ -158,7 +159,12 @@ def end_job(store: Store, queue: FleetQueue, boot: KexecBoot) -> str | None:
 
 def overdue(boot: KexecBoot, now: datetime | None = None) -> bool:
     """Whether a booting machine has been silent too long to be coming back."""
-    return ((now or datetime.now(UTC)) - boot.updated_at).total_seconds() > BOOT_S
+    return ((now or datetime.now(UTC)) - boot.updated_at).total_seconds() > boot_timeout()
+
+
+def boot_timeout() -> float:
+    """$PERFLINE_FLEET_BOOT_S (3600 s: the boot and the measuring), read when used."""
+    return env_number(BOOT_S_ENV, 3600.0)
 
 
 def end_overdue(store: Store, queue: FleetQueue, job_id: int, boot: KexecBoot) -> bool:
@@ -167,11 +173,11 @@ def end_overdue(store: Store, queue: FleetQueue, job_id: int, boot: KexecBoot) -
     back from one of a narrowing job's boots and its worker never took the job up again."""
     assert boot.fleet_attempt is not None
     if boot.state in OPEN_STATES:
-        error = (f"{BOOT_FAILED}: the machine did not come back from {boot.kernel} within {BOOT_S:g} s "
-                 f"($PERFLINE_FLEET_BOOT_S); kexec boot {boot.id} was {boot.state}")
+        error = (f"{BOOT_FAILED}: the machine did not come back from {boot.kernel} within {boot_timeout():g} s "
+                 f"(${BOOT_S_ENV}); kexec boot {boot.id} was {boot.state}")
     else:
-        error = (f"its machine's worker did not take the job up again within {BOOT_S:g} s "
-                 f"($PERFLINE_FLEET_BOOT_S) after kexec boot {boot.id} ({boot.state})")
+        error = (f"its machine's worker did not take the job up again within {boot_timeout():g} s "
+                 f"(${BOOT_S_ENV}) after kexec boot {boot.id} ({boot.state})")
     if not store.end_attempt(boot.fleet_attempt, "failed", error):
         return False
     queue.finish(job_id, "failed")

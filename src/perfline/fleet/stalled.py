@@ -11,13 +11,17 @@ again.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from perfline.fleet.queue import STALLED_LOCK, FleetQueue
 from perfline.store import Store
+from perfline.system.env_settings import env_number
 
-STALLED_S = float(os.environ.get("PERFLINE_FLEET_STALLED_S", "120"))
+
+def stalled_timeout() -> float:
+    """$PERFLINE_FLEET_STALLED_S (default 120 s), read when a command needs it: a bad value
+    is then that command's one error line, not a traceback at import."""
+    return env_number("PERFLINE_FLEET_STALLED_S", 120.0)
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,7 @@ class TakenBack:
     boot_failed: bool = False
 
 
-def take_back_stalled(store: Store, queue: FleetQueue, stalled_s: float = STALLED_S) -> list[TakenBack]:
+def take_back_stalled(store: Store, queue: FleetQueue, stalled_s: float) -> list[TakenBack]:
     """One look; skipped when another machine is looking (its look covers the same jobs,
     and two looks at once could queue a job again after a new machine took it)."""
     with queue.exclusively(STALLED_LOCK) as mine:

@@ -10,7 +10,7 @@ from typing import Any
 from rich.table import Table
 
 from perfline.fleet.queue import FleetQueue, QueuedJob
-from perfline.fleet.stalled import STALLED_S, take_back_stalled
+from perfline.fleet.stalled import take_back_stalled
 from perfline.store import Store
 from perfline.store.fleet import Attempt, Machine
 
@@ -67,7 +67,7 @@ class FleetStatus:
         }
 
 
-def fleet_status(store: Store, queue: FleetQueue, stalled_s: float = STALLED_S) -> FleetStatus:
+def fleet_status(store: Store, queue: FleetQueue, stalled_s: float) -> FleetStatus:
     """Jobs of silent machines are taken back first, so what is shown is what will happen."""
     take_back_stalled(store, queue, stalled_s)
     now = datetime.now(UTC)

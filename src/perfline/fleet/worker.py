@@ -34,7 +34,7 @@ from sqlalchemy.exc import DBAPIError
 from perfline.fleet import health, kernel_jobs, kernel_narrowing
 from perfline.fleet.kinds import JobResult, run_job
 from perfline.fleet.queue import FleetQueue, QueuedJob, WorkerForgotten, class_queue, machine_queue
-from perfline.fleet.stalled import STALLED_S, take_back_stalled
+from perfline.fleet.stalled import take_back_stalled
 from perfline.records.metric import Measurement
 from perfline.records.status import RunStatus
 from perfline.runner import RunContext, RunOutcome
@@ -55,7 +55,7 @@ class Cancelled(KeyboardInterrupt):
 
 @dataclass(frozen=True)
 class WorkerSettings:
-    stalled_s: float = STALLED_S
+    stalled_s: float
     poll_s: float = 1.0
     health_every: int = 50
     # How long the database may be away (a restart) before the worker gives up.
