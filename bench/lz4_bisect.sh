@@ -8,10 +8,11 @@
 # speed (~+70%) for -BD4 setting in CLI"). Each probe is built with
 # `make -C programs lz4 -j2`; the value is the CPU time of the fastest of 15 decompressions
 # of one -BD4 frame (64 MB of lz4's own sources, compressed once by the good commit's lz4),
-# by a script outside the tree. Here the step is 4-5% (58.4 -> 55.4 ms, the fastest of 15
-# by hand at load 5; the NEWS's ~70% was enwik9 on the author's laptop), and one value
-# varies by 6-7.6% (sd) on this VM even idle, 5.6% between neighbours in time; the host's
-# pace (native/pace) explains little of it (r 0.37-0.55). Takes 10-40 minutes.
+# spread over ~5 s, by a script outside the tree. Here the step is 5-6% (the NEWS's ~70% was
+# enwik9 on the author's laptop). The host has slow states of 1-3 s in which lz4 runs ~18%
+# slower, and steadily (15 decompressions back to back at 74-75 ms against 61-64 ms): 15 back
+# to back (~1 s) fall in one whole, making values bimodal (6.5% sd against a 4.7% step, 30
+# pairs); spread over 5 s, 3.5% sd against 5.9% (docs/bisect.md). Takes 10-40 minutes.
 # MAX_RUNS (default 200, perfline's) is passed as --max-runs.
 #
 # LZ4_GIT_DIR: a clone of github.com/lz4/lz4 with its dev history (its git directory or
@@ -40,11 +41,14 @@ if [ ! -s frame.lz4 ]; then
 fi
 
 cat >measure.py <<'EOF'
-"""The CPU time (ms) of the fastest of 15 decompressions of the frame by the tree's lz4."""
+"""The CPU time (ms) of the fastest of 15 decompressions of the frame by the tree's lz4,
+spread over ~5 s: this host's slow states last 1-3 s, and 15 decompressions back to back
+(~1 s) often fall in one whole (values 6.5% sd, a 4.7% step); spread, 3.5% sd, 5.9% step."""
 import os
 import resource
 import subprocess
 import sys
+import time
 
 lz4 = os.path.join(os.environ["PERFLINE_TREE"], "programs", "lz4")
 best = float("inf")
@@ -53,6 +57,7 @@ for _ in range(15):
     subprocess.run([lz4, "-d", "-c", "-q", sys.argv[1]], stdout=subprocess.DEVNULL, check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     best = min(best, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
+    time.sleep(0.25)
 print(f"{1000 * best:.3f}")
 EOF
 

@@ -207,6 +207,9 @@ def test_without_grub_tools_the_entry_is_refused_in_one_line(tmp_path: Path, ker
     (["--boot", "reboot", "--target", "local"], None, "--boot: 'reboot': give kexec or reboot, with --target kexec"),
     ([], "benchmark: rcu-gp\ntarget: kexec\nkernel: debian-6.12\nboot: sometimes\n", "job.yaml:4: unknown boot"),
     ([], "benchmark: rcu-gp\nboot: reboot\n", "job.yaml:2: boot applies only to `target: kexec`"),
+    (["--watchdog", "300s"], None, "--watchdog: watchdog must be seconds, at least 30"),
+    (["--watchdog", "10"], None, "--watchdog: watchdog must be seconds, at least 30"),
+    (["--watchdog", "300", "--target", "local"], None, "--watchdog: applies only to --target kexec"),
 ])
 def test_bad_boot_values_are_one_line(args: list[str], job: str | None, says: str, tmp_path: Path,
                                       kernels: dict[str, Kernel], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -226,3 +229,19 @@ def test_bad_boot_values_are_one_line(args: list[str], job: str | None, says: st
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: "), proc.stderr
     assert says in proc.stderr
     assert not (tmp_path / "db").exists()
+
+
+def test_the_watchdog_option_lays_over_the_job_files(tmp_path: Path, kernels: dict[str, Kernel]) -> None:
+    """`run`/`ab --watchdog SECONDS|off`, as the job file's `watchdog:` says it, and over it."""
+    from perfline.jobs.command_line import CommandLineJob, Target, build_ab, build_job
+
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text("benchmark: rcu-gp\ntarget: kexec\nkernel: debian-6.12\nwatchdog: 120\n")
+    kexec_target = Target("kexec", "debian-6.12")
+    assert build_job(CommandLineJob(str(job_file)))[0].watchdog == 120
+    assert build_job(CommandLineJob(str(job_file), target=Target(watchdog="300")))[0].watchdog == 300
+    assert build_job(CommandLineJob(str(job_file), target=Target(watchdog="off")))[0].watchdog == 0
+    assert build_job(CommandLineJob("rcu-gp", target=kexec_target))[0].watchdog is None
+    sides = build_ab(CommandLineJob("rcu-gp", target=Target("kexec", "debian-6.12", watchdog="90")),
+                     ["kernel:debian-6.1"], [], 4)
+    assert [side.watchdog for side in sides] == [90, 90]

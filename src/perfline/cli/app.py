@@ -92,6 +92,9 @@ KernelOption = Annotated[str | None, typer.Option(help="qemu, kexec: a kernel fr
 CmdlineOption = Annotated[str | None, typer.Option(help="qemu, kexec: extra kernel parameters.")]
 BootOption = Annotated[str | None, typer.Option(
     help="kexec: `reboot` boots through GRUB's one-shot entry where kexec is refused (default: kexec only).")]
+WatchdogOption = Annotated[str | None, typer.Option(
+    metavar="SECONDS|off", help="kexec: reset the machine when the tested kernel hangs, as the job's `watchdog:` "
+                                "(docs/kexec.md).")]
 VmCpusOption = Annotated[int | None, typer.Option(help="qemu: virtual CPUs (default 2).")]
 VmMemoryOption = Annotated[int | None, typer.Option(help="qemu: memory in MiB (default 1024).")]
 AccelOption = Annotated[str | None, typer.Option(help="qemu: auto, kvm or tcg (default auto).")]
@@ -201,6 +204,7 @@ def run(
     kernel: KernelOption = None,
     cmdline: CmdlineOption = None,
     boot: BootOption = None,
+    watchdog: WatchdogOption = None,
     vm_cpus: VmCpusOption = None,
     vm_memory: VmMemoryOption = None,
     accel: AccelOption = None,
@@ -222,7 +226,7 @@ def run(
         require_kexec_opt_in()  # first: without it, one line and nothing else happens
     request = CommandLineJob(what, param or [], monitor, no_monitors, repeat, precision, max_repeat, warmup,
                              sysctl or [], sysfs or [], governor, pin, load,
-                             Target(target, kernel, cmdline, vm_cpus, vm_memory, accel, boot), tune)
+                             Target(target, kernel, cmdline, vm_cpus, vm_memory, accel, boot, watchdog), tune)
     job, given = build_job(request)
     cases = expand(job)
     if job.target == "kexec":
@@ -461,6 +465,7 @@ def ab(
     kernel: KernelOption = None,
     cmdline: CmdlineOption = None,
     boot: BootOption = None,
+    watchdog: WatchdogOption = None,
     vm_cpus: VmCpusOption = None,
     vm_memory: VmMemoryOption = None,
     accel: AccelOption = None,
@@ -480,7 +485,8 @@ def ab(
     if target == "kexec":
         require_kexec_opt_in()
     request = CommandLineJob(what, param or [], monitor, no_monitors, warmup=warmup,
-                             target=Target(target, kernel, cmdline, vm_cpus, vm_memory, accel, boot), tune=tune)
+                             target=Target(target, kernel, cmdline, vm_cpus, vm_memory, accel, boot, watchdog),
+                             tune=tune)
     plan = _sequential_plan(pairs, max_pairs, alpha)
     most = plan.looks[-1] if plan else int(pairs)
     case_a, case_b = build_ab(request, a, b, most)

@@ -24,7 +24,8 @@ from perfline.records.job import COMMAND_LINE, Case, JobError, JobSpec
 
 @dataclass(frozen=True)
 class Target:
-    """`--target`, `--kernel`, `--cmdline`, `--vm-cpus`, `--vm-memory`, `--accel`; the field
+    """`--target`, `--kernel`, `--cmdline`, `--vm-cpus`, `--vm-memory`, `--accel`, `--boot`,
+    `--watchdog`; the field
     names are `jobs.vm.with_target`'s keyword arguments."""
 
     target: str | None = None
@@ -34,6 +35,7 @@ class Target:
     memory_mb: int | None = None
     accel: str | None = None
     boot: str | None = None  # kexec: `reboot` where kexec is refused
+    watchdog: str | None = None  # kexec: SECONDS or `off`, as the job file's `watchdog:`
 
 
 @dataclass(frozen=True)

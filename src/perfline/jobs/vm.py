@@ -82,6 +82,7 @@ def with_target(
     memory_mb: int | None = None,
     accel: str | None = None,
     boot: str | None = None,
+    watchdog: str | None = None,
 ) -> JobSpec:
     """The job with `perfline run --target/--kernel/...` laid over it."""
     options = {"kernel": kernel, "cmdline": cmdline, "vm_cpus": cpus, "vm_memory": memory_mb, "accel": accel}
@@ -95,6 +96,8 @@ def with_target(
         raise fail_for("target")(f"unknown target {target!r}: expected one of {', '.join(TARGETS)}")
     if boot is not None and (target != "kexec" or boot not in BOOT_WAYS):
         raise fail_for("boot")(f"{boot!r}: give kexec or reboot, with --target kexec")
+    if watchdog is not None and target != "kexec":
+        raise fail_for("watchdog")("applies only to --target kexec")
     if target == "kexec":
         for key in ("vm_cpus", "vm_memory", "accel"):
             if options[key] is not None:
@@ -103,7 +106,9 @@ def with_target(
         if cmdline is not None:
             tunables["cmdline"] = {"cmdline": cmdline.strip()}
         name = boot_kernel(job.boot_kernel if kernel is None else kernel, fail_for)
-        return replace(job, target=target, vm=None, boot_kernel=name, tunables=tunables, boot=boot or job.boot)
+        seconds = job.watchdog if watchdog is None else watchdog_seconds(_seconds(watchdog), fail_for("watchdog"))
+        return replace(job, target=target, vm=None, boot_kernel=name, tunables=tunables, boot=boot or job.boot,
+                       watchdog=seconds)
     if target != "qemu":
         for key, value in options.items():
             if value is not None:
@@ -134,6 +139,11 @@ def watchdog_seconds(value: Any, fail: Callable[[str], JobError]) -> int:
         raise fail(f"watchdog must be seconds, at least {MIN_SECONDS} (the tested kernel's systemd must take the "
                    f"watchdog over within them), e.g. `watchdog: 300`, or `off`; got {value!r}")
     return value
+
+
+def _seconds(text: str) -> int | str:
+    """`--watchdog`'s text as the job file's YAML would read it: a number or `off`."""
+    return int(text) if text.strip().isdigit() else text.strip()
 
 
 def boot_kernel(kernel: Any, fail_for: FailFor) -> str:
