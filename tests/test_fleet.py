@@ -313,7 +313,10 @@ def test_postgres_restarting_under_busy_workers_loses_and_duplicates_nothing(
     jobs = [fleet.submit(fleet.gated(f"sleep 0.2; echo {i}"), "--repeat", "8") for i in range(8)]
     fleet.start("m1")
     fleet.start("m2")
-    fleet.wait_until("both busy", lambda: all(m["state"] == "busy" for m in fleet.status()["machines"]))
+    # Both machines in a job, its run stored, when the server goes: "all machines busy"
+    # held at once while no machine had registered yet (all() of none), and the outage
+    # then met workers still starting, or none at all when their start outlasted it.
+    fleet.wait_until("both busy", lambda: all(_running_on(fleet, name) is not None for name in ("m1", "m2")))
     fleet.open_gate()
     fleet_server.restart(down_s=10)
     fleet.wait_until("every job succeeded", lambda: all(fleet.job_states()[j] == "succeeded" for j in jobs),
