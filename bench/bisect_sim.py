@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--history-samples", type=int, default=HISTORY_SAMPLES,
                         help="stored samples at each endpoint for perfline+history")
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated, of " + ", ".join(METHODS))
-    parser.add_argument("--noises", default=",".join(NOISES), help="comma-separated rows, of " + ", ".join(NOISES))
+    parser.add_argument("--noises", default=",".join(NOISES), help="comma-separated rows, of " + ", ".join(NOISES).replace("%", "%%"))
     parser.add_argument("--null-trials", type=int, default=3000,
                         help="A/A pairs per row for the confirmation alone (0: none)")
     args = parser.parse_args(argv)

@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from email.message import Message
 from pathlib import Path
 
@@ -165,7 +166,10 @@ def test_a_tracker_retries_mail_the_server_refused(tracked: Path, tmp_path: Path
     port = free_port()
     with (where / "tracker.yaml").open("a") as f:
         f.write(f"report:\n  mail_to: [dev@example.org]\n  smtp: 127.0.0.1:{port}\n")
-    env = {"PERFLINE_CACHE_DIR": str(where / "cache")}
+    # Both passes on one local date: the summary is queued once a day (`daily-NAME-DATE`),
+    # and a date that changed between them would queue and mail a third message (1 run
+    # in ~10,000 at the passes' ~10 s apart). Local time about noon: 12 h from either end.
+    env = {"PERFLINE_CACHE_DIR": str(where / "cache"), "TZ": f"NOON{datetime.now(UTC).hour - 12:+d}"}
     down = perfline(where, "track", "run", "tracker.yaml", "--once", env=env)
     assert down.returncode == 0, down.stderr
     assert "not sent (attempt 1)" in down.stderr and "tried again next pass" in down.stderr
