@@ -116,10 +116,10 @@ ENABLED = {
 
 
 # /etc/default/grub of the lab machine: the default kernel (the first of the image's) pinned
-# by its entry's title, as an administrator keeps a known-good kernel the default; no menu.
+# by its entry's id, as an administrator keeps a known-good kernel the default; no menu.
 # `rw`: the image's fstab has no line for its root (which Debian's entries mount `ro`).
 GRUB_DEFAULTS = """\
-GRUB_DEFAULT="Debian GNU/Linux, with Linux {release}"
+GRUB_DEFAULT="gnulinux-{release}-advanced-{uuid}"
 GRUB_DISABLE_SUBMENU=y
 GRUB_TIMEOUT=0
 GRUB_DISTRIBUTOR=Debian
@@ -298,7 +298,7 @@ def _install_grub(staging: Path, root_uuid: str, default_release: str) -> None:
     """What grub-install leaves on a BIOS machine (its modules and images in
     /boot/grub/i386-pc, core.img built to find the root by UUID), /etc/default/grub, and
     a first grub.cfg that boots the default kernel."""
-    (staging / "etc/default/grub").write_text(GRUB_DEFAULTS.format(release=default_release))
+    (staging / "etc/default/grub").write_text(GRUB_DEFAULTS.format(release=default_release, uuid=root_uuid))
     modules = staging / "boot/grub/i386-pc"
     modules.mkdir(parents=True)
     (modules / "load.cfg").write_text(GRUB_LOAD_CFG.format(uuid=root_uuid))
