@@ -8,6 +8,8 @@ same with `init=/bin/false`, which 6.12 panics on once its root is mounted: pani
 resets the guest, 6.1 comes back and resume records the boot `boot-failed` with the
 panic from pstore. The store is the tests' PostgreSQL on this host, which the guest
 reaches at 10.0.2.2 through QEMU's user-mode network. Only the guest is ever kexec'd.
+The fallback where kexec is refused (`boot: reboot`) is tested with the guest booting
+through the real GRUB at every reset (kexec_machine.grub_disk).
 """
 
 from __future__ import annotations
