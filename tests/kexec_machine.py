@@ -17,6 +17,15 @@ with snapshot=on, so a guest's writes live as long as its QEMU process (across t
 guest's reboots and kexecs) and the cached file never changes. The guest boots the 6.1
 kernel the way firmware boots its default: QEMU's `-kernel` again at every reset.
 
+GRUB is installed as on a BIOS machine whose boot loader sits on its own small disk:
+`grub_disk` lays the image's boot.img and core.img (built with the image, as
+grub-install builds them) on a third disk QEMU's firmware boots; core.img finds the root
+file system by its UUID and reads /boot/grub/grub.cfg there. Booted that way (`run_guest`
+with `grub=True`), every reset of the guest goes through the real GRUB, its grubenv and
+its one-shot entry (`boot: reboot`); the other tests boot with QEMU's `-kernel`. The image
+holds a first grub.cfg that boots the default kernel; a test that boots through GRUB runs
+`update-grub` first, as a lab machine's setup does.
+
 ramoops keeps the last kernel messages of a boot that panicked in 1 MiB of RAM that
 both kernels leave alone (`memmap=`); QEMU's reset keeps the RAM, as a warm reset of
 real hardware does, and the next boot reads them in /sys/fs/pstore (systemd-pstore
@@ -32,13 +41,15 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 from perfline.targets.kernels import Kernel
 
-RECIPE = 2
+RECIPE = 3
 PACKAGES = (
     "systemd-sysv", "udev", "kexec-tools", "initramfs-tools", "kmod", "linux-base", "zstd",
+    "grub2-common", "grub-pc-bin",
     "iproute2", "procps", "libssl3", "libsqlite3-0", "libffi8", "libgdbm6", "libexpat1",
     "libreadline8", "libbz2-1.0", "liblzma5", "libtirpc3", "libuuid1",
 )  # fmt: skip
@@ -104,12 +115,43 @@ ENABLED = {
 }
 
 
+# /etc/default/grub of the lab machine: the default kernel (the first of the image's) pinned
+# by its entry's id, as an administrator keeps a known-good kernel the default; no menu.
+# `rw`: the image's fstab has no line for its root (which Debian's entries mount `ro`).
+GRUB_DEFAULTS = """\
+GRUB_DEFAULT="gnulinux-{release}-advanced-{uuid}"
+GRUB_DISABLE_SUBMENU=y
+GRUB_TIMEOUT=0
+GRUB_DISTRIBUTOR=Debian
+GRUB_CMDLINE_LINUX_DEFAULT=""
+GRUB_CMDLINE_LINUX="rw console=ttyS0 panic=10"
+GRUB_TERMINAL=serial
+GRUB_SERIAL_COMMAND="serial --unit=0 --speed=115200"
+GRUB_DISABLE_RECOVERY=true
+GRUB_DISABLE_OS_PROBER=true
+"""
+# What grub-install embeds: find the root file system by UUID, read /boot/grub there.
+GRUB_LOAD_CFG = "search.fs_uuid {uuid} root\nset prefix=($root)'/boot/grub'\n"
+GRUB_CORE_MODULES = ("biosdisk", "ext2", "search_fs_uuid")
+# The image's first grub.cfg, until `update-grub` on the guest writes the real one.
+GRUB_FIRST_CFG = """\
+serial --unit=0 --speed=115200
+terminal_input serial
+terminal_output serial
+search --no-floppy --fs-uuid --set=root {uuid}
+linux /boot/vmlinuz-{release} root=UUID={uuid} rw console=ttyS0 panic=10
+initrd /boot/initrd.img-{release}
+boot
+"""
+
+
 def machine_key(kernels: list[Kernel]) -> str:
     site = sorted(p.name for p in (VENV / "lib").glob("python*/site-packages/*"))
     inputs = {
         "recipe": RECIPE, "packages": PACKAGES, "mirror": MIRROR.rstrip("/"),
         "kernels": [k.meta.source for k in kernels], "python": str(PYTHON_HOME), "venv": str(VENV),
         "site": site, "units": UNITS,
+        "grub": [GRUB_DEFAULTS, GRUB_LOAD_CFG, GRUB_CORE_MODULES, GRUB_FIRST_CFG],
     }  # fmt: skip
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:24]
 
@@ -182,6 +224,23 @@ def _build_panicking(directory: Path) -> None:
         _remove(staging)
 
 
+def grub_disk(image: Path, into: Path) -> Path:
+    """The lab machine's boot disk: GRUB's boot.img in its first sector and core.img from
+    the next on, where grub-install embeds them before the first partition (boot.img's
+    and core.img's own defaults point there)."""
+    disk = into / "grub-boot.img"
+    parts = {}
+    for name in ("boot.img", "core.img"):
+        _run(["debugfs", "-R", f"dump /boot/grub/i386-pc/{name} {into / name}", str(image)])
+        parts[name] = (into / name).read_bytes()
+    if len(parts["boot.img"]) != 512 or not parts["core.img"]:
+        raise AssertionError(f"{image} has no GRUB boot.img and core.img in /boot/grub/i386-pc")
+    with disk.open("wb") as out:
+        out.write(parts["boot.img"] + parts["core.img"])
+        out.truncate(1 << 20)
+    return disk
+
+
 def boot_files(image: Path, release: str, into: Path) -> Path:
     """The default kernel's initrd from the image, as firmware would load it."""
     initrd = into / f"initrd.img-{release}"
@@ -215,6 +274,8 @@ def _build(directory: Path, key: str, kernels: list[Kernel]) -> None:
             _run(["apt-get", "download", "-q", package], cwd=debs, timeout=600)
         _in_chroot(staging, ["sh", "-c", "dpkg -i /tmp/kernels/*.deb"])
         shutil.rmtree(debs)
+        root_uuid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"perfline-lab/{key}"))
+        _install_grub(staging, root_uuid, kernels[0].release)
         for leftover in ("var/cache/apt", "var/lib/apt/lists"):
             for entry in (staging / leftover).glob("*"):
                 _remove(entry)
@@ -225,12 +286,27 @@ def _build(directory: Path, key: str, kernels: list[Kernel]) -> None:
         used = int(_run(["du", "-sb", str(staging)]).split()[0])
         with partial.open("wb") as out:
             out.truncate(-(-(used + (2 << 30)) // (1 << 20)) * (1 << 20))
-        _run(["mkfs.ext4", "-q", "-F", "-L", "perfline-lab", "-d", str(staging), str(partial)], timeout=1800)
+        _run(["mkfs.ext4", "-q", "-F", "-L", "perfline-lab", "-U", root_uuid, "-d", str(staging), str(partial)], timeout=1800)
         partial.chmod(0o444)
         partial.rename(directory / f"{key}.ext4")
     finally:
         _remove(staging)
         partial.unlink(missing_ok=True)
+
+
+def _install_grub(staging: Path, root_uuid: str, default_release: str) -> None:
+    """What grub-install leaves on a BIOS machine (its modules and images in
+    /boot/grub/i386-pc, core.img built to find the root by UUID), /etc/default/grub, and
+    a first grub.cfg that boots the default kernel."""
+    (staging / "etc/default/grub").write_text(GRUB_DEFAULTS.format(release=default_release, uuid=root_uuid))
+    modules = staging / "boot/grub/i386-pc"
+    modules.mkdir(parents=True)
+    (modules / "load.cfg").write_text(GRUB_LOAD_CFG.format(uuid=root_uuid))
+    install = ("cp -a /usr/lib/grub/i386-pc/. /boot/grub/i386-pc/ && grub-mkimage -O i386-pc -d /usr/lib/grub/i386-pc "
+               "-o /boot/grub/i386-pc/core.img -c /boot/grub/i386-pc/load.cfg -p /boot/grub "
+               + " ".join(GRUB_CORE_MODULES))
+    _in_chroot(staging, ["sh", "-c", install])
+    (staging / "boot/grub/grub.cfg").write_text(GRUB_FIRST_CFG.format(uuid=root_uuid, release=default_release))
 
 
 def _in_chroot(root: Path, argv: list[str]) -> None:

@@ -8,6 +8,8 @@ same with `init=/bin/false`, which 6.12 panics on once its root is mounted: pani
 resets the guest, 6.1 comes back and resume records the boot `boot-failed` with the
 panic from pstore. The store is the tests' PostgreSQL on this host, which the guest
 reaches at 10.0.2.2 through QEMU's user-mode network. Only the guest is ever kexec'd.
+The fallback where kexec is refused (`boot: reboot`) is tested with the guest booting
+through the real GRUB at every reset (kexec_machine.grub_disk).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,10 +31,12 @@ from kexec_machine import (
     TEST_DISK_MOUNT,
     VENV,
     boot_files,
+    grub_disk,
     machine_image,
     panicking_kernel,
 )
-from perfline.store import Store
+from perfline.store import RunDetail, Store
+from perfline.store.kexec_boots import KexecBoot
 from perfline.system.pgserver import HOST, PrivateServer
 from perfline.targets.kernels import CACHE_ENV, Kernel
 from test_fleet_kernels import TRACKER, kernel_tree
@@ -85,18 +90,9 @@ def test_the_lab_machine_kexecs_into_612_measures_comes_back_and_a_panic_is_boot
 
     store = Store.open(url)
     first, second = sorted(store.kexec_boots(), key=lambda boot: boot.id)
-    assert (first.state, first.kernel, first.release) == ("returned", "debian-6.12", tested.release), first
-    assert first.error is None and first.default_release == default.release
-    [run_id] = first.run_ids
-    detail = store.get_run(run_id)
-    fingerprint = detail.fingerprint
-    assert detail.info.status == "completed" and detail.info.label == "kexec-6.12"
-    assert fingerprint["kernel_release"] == tested.release and fingerprint["target"] == "kexec"
-    assert fingerprint["boot"] == {"how": "kexec", "from": default.release, "kernel": "debian-6.12",
-                                   "image sha256": tested.meta.sha256, "watchdog": first.watchdog}
+    fingerprint = returned_run(store, first, default, tested, "kexec-6.12", "kexec").fingerprint
     assert str(first.watchdog).startswith("none armed by perfline")
     assert "panic=10 oops=panic perfline.boot=" in fingerprint["cmdline"]
-    assert len({s.repetition for s in detail.samples}) == 3
     # The job ran once: one run under its label, none for the kernel that did not boot.
     labels = [run.label for run in store.list_runs(50)]
     assert labels.count("kexec-6.12") == 1 and "panics" not in labels
@@ -316,30 +312,108 @@ def test_a_kernel_that_hangs_is_reset_by_the_jobs_watchdog_and_is_boot_failed(
     assert "hangs" not in [run.label for run in store.list_runs(50)]
 
 
+REBOOT_DRIVER = """\
+#!/bin/sh
+# `boot: reboot` where kexec is refused: every boot goes through GRUB (kexec_machine.grub_disk).
+[ "$(uname -r)" = "{default}" ] || exit 0
+""" + FIRST_STEP + """\
+    # The lab machine's GRUB set-up (/etc/default/grub pins 6.1), then kexec refused for real:
+    # kexec_load_disabled cannot be set back to 0 before the next boot.
+    update-grub && cp /boot/grub/grub.cfg /var/lib/perfline-test-grub.cfg && sysctl kernel.kexec_load_disabled=1 \\
+        || {{ echo "@perfline-test set-up failed"; systemctl poweroff; exit 1; }}
+    perfline run rcu-gp -p iterations=2 --repeat 3 --warmup 0 --no-monitors --label reboot-6.12 \\
+        --target kexec --kernel debian-6.12 --boot reboot || {{ echo "@perfline-test run failed"; systemctl poweroff; }} ;;
+*)  echo "@perfline-test grubenv: $(grub-editenv /boot/grub/grubenv list | tr '\\n' ' ')"
+    [ -e /boot/grub/custom.cfg ] && echo "@perfline-test custom.cfg: $(cat /boot/grub/custom.cfg)"
+    cmp -s /boot/grub/grub.cfg /var/lib/perfline-test-grub.cfg && echo "@perfline-test grub.cfg unchanged"
+    echo "@perfline-test done"
+    systemctl poweroff ;;
+esac
+"""
+
+
+def test_where_kexec_is_refused_boot_reboot_goes_through_grubs_one_shot_entry(
+    tmp_path: Path, debian_kernels: dict[str, Kernel], postgres_server: PrivateServer
+) -> None:
+    """The lab machine boots through the real GRUB (its default entry 6.1). With
+    kexec_load_disabled set, `run --target kexec --boot reboot` says kexec is refused,
+    writes perfline's entry in custom.cfg, `grub-reboot`s it and reboots; GRUB boots it
+    once (clearing `next_entry` in grubenv itself), `perfline resume` measures on 6.12 and
+    reboots, and GRUB's default, 6.1, comes back."""
+    default, tested = debian_kernels["debian-6.1"], debian_kernels["debian-6.12"]
+    url = postgres_server.create_database("kexec_reboot_guest")
+    driver = REBOOT_DRIVER.format(default=default.release, mount=TEST_DISK_MOUNT, db=guest_url(url),
+                                  python=VENV / "bin" / "python")
+    disk = guest_disk(tmp_path, driver, {f"cache/kernels/{k.name}": k.directory for k in (default, tested)})
+    text = run_guest(tmp_path, default, tested, disk, grub=True)
+    assert "@perfline-test done" in text, f"the guest did not finish; its console ended:\n{text[-6000:]}"
+
+    # GRUB booted 6.1, then its one-shot entry 6.12, then 6.1 again.
+    booted = re.findall(r"Command line: BOOT_IMAGE=/boot/vmlinuz-(\S+)", text)
+    assert booted == [default.release, tested.release, default.release], booted
+    assert ("through GRUB's one-shot entry (kexec is refused here: kexec is disabled until the next boot "
+            "(/proc/sys/kernel/kexec_load_disabled is 1") in text, text[-6000:]
+    store = Store.open(url)
+    [boot] = store.kexec_boots()
+    assert boot.how == "reboot"
+    fingerprint = returned_run(store, boot, default, tested, "reboot-6.12", "reboot").fingerprint
+    # GRUB's `linux` line: the image in /boot, the command line perfline gave the entry.
+    assert fingerprint["cmdline"].startswith(f"BOOT_IMAGE=/boot/vmlinuz-{tested.release} ")
+    assert f"panic=10 oops=panic perfline.boot={boot.token}" in fingerprint["cmdline"]
+    assert [run.label for run in store.list_runs(50)].count("reboot-6.12") == 1
+    # Nothing left changed: the one-shot entry used up (GRUB empties next_entry), no
+    # saved default, perfline's block gone from custom.cfg, grub.cfg as update-grub wrote it.
+    [grubenv] = re.findall(r"@perfline-test grubenv: (.*)", text)
+    assert grubenv.split() == ["next_entry="], grubenv
+    assert "@perfline-test custom.cfg" not in text and "@perfline-test grub.cfg unchanged" in text
+
+
+def returned_run(store: Store, boot: KexecBoot, default: Kernel, tested: Kernel, label: str, how: str) -> RunDetail:
+    """The boot's one run, of three repetitions, measured on `tested` booted `how` from
+    `default`, and the boot back on `default`."""
+    assert (boot.state, boot.kernel, boot.release) == ("returned", tested.name, tested.release), boot
+    assert boot.error is None and boot.default_release == default.release
+    [run_id] = boot.run_ids
+    detail = store.get_run(run_id)
+    assert detail.info.status == "completed" and detail.info.label == label
+    assert detail.fingerprint["kernel_release"] == tested.release and detail.fingerprint["target"] == "kexec"
+    assert detail.fingerprint["boot"] == {"how": how, "from": default.release, "kernel": tested.name,
+                                          "image sha256": tested.meta.sha256, "watchdog": boot.watchdog}
+    assert len({s.repetition for s in detail.samples}) == 3
+    return detail
+
+
 def guest_url(url: str) -> str:
     """The store as the guest reaches it: this host's loopback is 10.0.2.2 there."""
     return url.replace(f"@{HOST}:", "@10.0.2.2:")
 
 
 def run_guest(tmp: Path, default: Kernel, tested: Kernel, disk: Path, *, firmware: Kernel | None = None,
-              append: str = DEFAULT_CMDLINE, hardware: tuple[str, ...] = ()) -> str:
+              append: str = DEFAULT_CMDLINE, hardware: tuple[str, ...] = (), grub: bool = False) -> str:
     """Boot the lab machine on its default kernel until it powers off; its console.
     `firmware`: the kernel QEMU boots at every reset, when not `default` (the image
-    holds both kernels either way); `hardware`: more of QEMU's options (a watchdog)."""
+    holds both kernels either way); `hardware`: more of QEMU's options (a watchdog);
+    `grub`: every boot goes through the image's GRUB on its own boot disk instead
+    (kexec_machine.grub_disk), which reads grub.cfg and grubenv on the root disk."""
     from test_qemu_target import TEST_CACHE
 
     image = machine_image(TEST_CACHE, [default, tested])
-    booted = firmware or default
-    initrd = boot_files(image, booted.release, image.parent)
+    if grub:
+        # In the last PCI slot, so that the guest's disks keep their names (vda, vdb, then this).
+        boot = ["-drive", f"file={grub_disk(image, tmp)},if=none,id=grub,format=raw,readonly=on",
+                "-device", "virtio-blk-pci,drive=grub,bootindex=0,addr=0x1f"]
+    else:
+        booted = firmware or default
+        boot = ["-kernel", str(booted.image), "-initrd", str(boot_files(image, booted.release, image.parent)),
+                "-append", append]
     console = tmp / "console.log"
     qemu = subprocess.Popen(
         # -cpu max: numpy's wheels need x86-64-v2 instructions (SSE4.2, POPCNT), which
         # TCG's default CPU model lacks (the guest's python died of "invalid opcode").
         ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "2",
-         "-kernel", str(booted.image), "-initrd", str(initrd), "-append", append,
          "-drive", f"file={image},if=virtio,format=raw,snapshot=on",
          "-drive", f"file={disk},if=virtio,format=raw",
-         "-netdev", "user,id=net0", "-device", "virtio-net-pci,netdev=net0", *hardware,
+         "-netdev", "user,id=net0", "-device", "virtio-net-pci,netdev=net0", *hardware, *boot,
          "-nographic", "-nodefaults", "-monitor", "none", "-serial", f"file:{console}"],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
     try:
