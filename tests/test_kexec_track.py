@@ -13,6 +13,7 @@ resume`'s hand-over to the tracker (`go_on_with_tracker`, which runs the pass on
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
@@ -75,24 +76,16 @@ def allow(tmp: Path) -> None:
     machine_settings.set_resume_unit(tmp / kexec.RESUME_UNIT)
 
 
-def test_a_kexec_tracker_boots_each_tested_commit_and_goes_on_after_every_boot(lab: dict[str, object]) -> None:
-    tmp, root, shas = Path(str(lab["tmp"])), Path(str(lab["root"])), list(lab["shas"])  # type: ignore[call-overload]
-    allow(tmp)
-    store = Store.open(str(tmp / "db"))
-    staged: list[str] = []
-    steps = kexec_resume.BootSteps(root=root, stage=lambda image, _line: staged.append(image.name),
-                                   boot=lambda: None)
-    spec = load_tracker(tmp / "tracker.yaml")
-    # Every case is a boot: nothing runs in the pass's own process, so no observer is told anything.
-    ctx = RunContext(store=store, fingerprint=local.fingerprint, observer=cast(Observer, object()))
-    with pytest.raises(MachineBooting) as first:  # the first pass stops at its first boot
-        run_pass(store, spec, ctx, lambda *_: None, lambda _m: None, None, boot_steps=steps)
-    boot: KexecBoot | None = first.value.boot
+def boot_until_done(store: Store, tmp: Path, root: Path, steps: kexec_resume.BootSteps, boot: KexecBoot | None,
+                    resets: Callable[[KexecBoot], bool]) -> None:
+    """The machine's boots as its firmware and `perfline resume` carry them: each staged
+    kernel comes up, measures and comes back, unless `resets` says it dies at boot
+    (panic=10 resets the machine: the firmware's default comes back)."""
     boots = 0
     while boot is not None:
         boots += 1
         assert boots < 60, "the tracker did not end"
-        if shas[DEAD][:12] in boot.kernel:  # panic=10 reset the machine: the firmware's default comes back
+        if resets(boot):
             machine(root, RELEASE_61, VERSION_61, DEFAULT_CMDLINE, f"boot-{boot.id}-reset")
             closed = resume_here(store, root)
             assert closed.outcome == "boot-failed"
@@ -106,6 +99,28 @@ def test_a_kexec_tracker_boots_each_tested_commit_and_goes_on_after_every_boot(l
         assert closed.boot is not None
         go_on(store, closed.boot, steps)  # what `perfline resume` does next, on the default kernel
         boot = store.open_kexec_boot(local.machine_id(root))
+
+
+def first_pass(lab: dict[str, object]) -> tuple[Store, Path, Path, list[str], kexec_resume.BootSteps, list[str],
+                                                 KexecBoot]:
+    """The lab opted in and the tracker's first pass, stopped at its first boot."""
+    tmp, root, shas = Path(str(lab["tmp"])), Path(str(lab["root"])), list(lab["shas"])  # type: ignore[call-overload]
+    allow(tmp)
+    store = Store.open(str(tmp / "db"))
+    staged: list[str] = []
+    steps = kexec_resume.BootSteps(root=root, stage=lambda image, _line: staged.append(image.name),
+                                   boot=lambda: None)
+    spec = load_tracker(tmp / "tracker.yaml")
+    # Every case is a boot: nothing runs in the pass's own process, so no observer is told anything.
+    ctx = RunContext(store=store, fingerprint=local.fingerprint, observer=cast(Observer, object()))
+    with pytest.raises(MachineBooting) as first:
+        run_pass(store, spec, ctx, lambda *_: None, lambda _m: None, None, boot_steps=steps)
+    return store, tmp, root, shas, steps, staged, first.value.boot
+
+
+def test_a_kexec_tracker_boots_each_tested_commit_and_goes_on_after_every_boot(lab: dict[str, object]) -> None:
+    store, tmp, root, shas, steps, staged, first = first_pass(lab)
+    boot_until_done(store, tmp, root, steps, first, lambda boot: shas[DEAD][:12] in boot.kernel)
     # Every selected commit (every 2nd, and the head) booted once, the dead one too (once
     # in all); then the change's confirmation, 3 boots a side interleaved (AB BA AB).
     selected = [shas[i] for i in (0, 2, 4, 6, 7)]
@@ -165,3 +180,43 @@ def test_a_kexec_job_in_a_tracker_that_builds_no_kernel_is_refused_at_its_line(l
     assert f"{tmp / 'tracker.yaml'}:" in proc.stderr and "build: {kernel: {config: FILE}}" in proc.stderr
     assert not (tmp / "db").exists()
 
+
+
+@pytest.mark.parametrize("failing_tries", [1, 2])
+def test_a_confirmation_whose_block_did_not_boot_is_tried_once_more(lab: dict[str, object],
+                                                                    failing_tries: int) -> None:
+    """A confirmation's boot that resets the machine (a kernel that booted when it was
+    tested) fails its ab; the record's confirmation starts again once. Failed twice, the
+    record stays `new` and the pass says both series' failures; nothing boots again."""
+    store, tmp, root, shas, steps, staged, first = first_pass(lab)
+    failed: list[int] = []
+
+    def resets(boot: KexecBoot) -> bool:
+        if shas[DEAD][:12] in boot.kernel:
+            return True
+        series = store.kexec_series(boot.series_id) if boot.series_id is not None else None
+        if series is not None and series.kind == "ab" and boot.series_step == 0 and len(failed) < failing_tries:
+            failed.append(series.id)
+            return True
+        return False
+
+    boot_until_done(store, tmp, root, steps, first, resets)
+    [regression] = [r for r in store.regressions(tracker=NAME) if r.kind == "regression"]
+    tries = sorted(store.kexec_series_all_for("ab", "regression", regression.id), key=lambda one: one.id)
+    good, bad = f"track-{NAME}-{shas[4][:12]}", f"track-{NAME}-{shas[6][:12]}"
+    if failing_tries == 1:
+        assert [one.state for one in tries] == ["failed", "done"] and failed == [tries[0].id]
+        assert staged[5:12] == [good, good, bad, bad, good, good, bad]  # the failed block, then AB BA AB
+        assert regression.status == "bisected" and regression.culprit == shas[CULPRIT], regression
+        assert len(store.find_runs(label=f"confirm-{regression.id}")) == 6
+    else:
+        assert [one.state for one in tries] == ["failed", "failed"] and failed == [one.id for one in tries]
+        assert staged[5:] == [good, good]
+        assert regression.status == "new"
+        said: list[str] = []
+        booted = len(staged)
+        spec = load_tracker(tmp / "tracker.yaml")
+        ctx = RunContext(store=store, fingerprint=local.fingerprint, observer=cast(Observer, object()))
+        run_pass(store, spec, ctx, lambda *_: None, said.append, None, boot_steps=steps)
+        assert len(staged) == booted and store.open_kexec_boot(local.machine_id(root)) is None
+        assert any(f"tried 2 times: series {tries[0].id} failed" in line for line in said), said

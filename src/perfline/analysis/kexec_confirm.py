@@ -25,20 +25,27 @@ from perfline.targets import machine_settings
 # variation between boots is measured (3 a side: a t-test of 4 degrees of freedom).
 CONFIRM_BLOCKS = 3
 CONFIRM_ALPHA = 0.01
+# Confirmations over boots a record gets: one whose block did not boot (a reset, a
+# watchdog, a kernel that booted when it was tested) is started again once; a record
+# whose every try failed stays `new` and says why at each pass, for a person to look at.
+CONFIRM_TRIES = 2
 
 
 def confirm(store: Store, name: str, regression: Regression, good: Case, bad: Case, floor_pct: float,
             steps: BootSteps) -> Regression:
     """The record's confirmation over boots: started (MachineBooting) when it has none,
-    judged once its ab is done; the record as it is while the ab's boots go on."""
-    series = store.kexec_series_for("ab", "regression", regression.id)
-    if series is None:
+    or again when its last one failed and it has had fewer than CONFIRM_TRIES; judged once
+    its ab is done; the record as it is while the ab's boots go on."""
+    tried = store.kexec_series_all_for("ab", "regression", regression.id)
+    if not tried or (tried[0].state in ("failed", "abandoned") and len(tried) < CONFIRM_TRIES):
         _start(store, name, regression, good, bad, floor_pct, steps)
+    series = tried[0]
     if series.state == "open":
         return regression
     compared = comparison(store, series)
     if series.state != "done" or compared is None:
-        raise CannotConfirm(f"its ab over kexec boots (series {series.id}) {series.state}: {series.error}")
+        why = "; ".join(f"series {one.id} {one.state}: {one.error}" for one in reversed(tried))
+        raise CannotConfirm(f"its ab over kexec boots, tried {len(tried)} times: {why}")
     where = f"over kexec boots (series {series.id}, {CONFIRM_BLOCKS} boots a side)"
     return judge_rerun(store, regression, compared, ReRun(f"re-run {where}", f"the re-run {where}",
                                                           f"{CONFIRM_BLOCKS} boots a side", ""), end_undecided=True)

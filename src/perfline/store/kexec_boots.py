@@ -203,10 +203,14 @@ class KexecBootQueries:
     def kexec_series_for(self, kind: str, key: str, value: object) -> KexecSeries | None:
         """The newest series of a kind whose settings give `key` this value (a tracker
         regression's confirmation over boots), in any state."""
+        return next(iter(self.kexec_series_all_for(kind, key, value)), None)
+
+    def kexec_series_all_for(self, kind: str, key: str, value: object) -> list[KexecSeries]:
+        """Every series of a kind whose settings give `key` this value, newest first."""
         with self._session() as session:
             rows = session.scalars(select(KexecSeriesRow).where(KexecSeriesRow.kind == kind)
                                    .order_by(KexecSeriesRow.id.desc()))
-            return next((_series(row) for row in rows if (row.settings or {}).get(key) == value), None)
+            return [_series(row) for row in rows if (row.settings or {}).get(key) == value]
 
     def kexec_series_list(self, limit: int = 20) -> list[KexecSeries]:
         with self._session() as session:
