@@ -19,6 +19,7 @@ from typing import cast
 
 import pytest
 
+from perfline.analysis.regressions import transition
 from perfline.cli.kexec import go_on, resume_here
 from perfline.cli.track import carry_on
 from perfline.runner import RunContext, kexec_resume
@@ -110,12 +111,18 @@ def first_pass(lab: dict[str, object]) -> tuple[Store, Path, Path, list[str], ke
     staged: list[str] = []
     steps = kexec_resume.BootSteps(root=root, stage=lambda image, _line: staged.append(image.name),
                                    boot=lambda: None)
+    with pytest.raises(MachineBooting) as first:
+        a_pass(store, tmp, steps)
+    return store, tmp, root, shas, steps, staged, first.value.boot
+
+
+def a_pass(store: Store, tmp: Path, steps: kexec_resume.BootSteps,
+           notify: Callable[[str], None] = lambda _m: None) -> None:
+    """The tracker's pass as `track run` makes it (MachineBooting when it boots a kernel)."""
     spec = load_tracker(tmp / "tracker.yaml")
     # Every case is a boot: nothing runs in the pass's own process, so no observer is told anything.
     ctx = RunContext(store=store, fingerprint=local.fingerprint, observer=cast(Observer, object()))
-    with pytest.raises(MachineBooting) as first:
-        run_pass(store, spec, ctx, lambda *_: None, lambda _m: None, None, boot_steps=steps)
-    return store, tmp, root, shas, steps, staged, first.value.boot
+    run_pass(store, spec, ctx, lambda *_: None, notify, None, boot_steps=steps)
 
 
 def test_a_kexec_tracker_boots_each_tested_commit_and_goes_on_after_every_boot(lab: dict[str, object]) -> None:
@@ -209,14 +216,23 @@ def test_a_confirmation_whose_block_did_not_boot_is_tried_once_more(lab: dict[st
         assert staged[5:12] == [good, good, bad, bad, good, good, bad]  # the failed block, then AB BA AB
         assert regression.status == "bisected" and regression.culprit == shas[CULPRIT], regression
         assert len(store.find_runs(label=f"confirm-{regression.id}")) == 6
+        # Reopened by hand (fixed, then new): the next pass confirms it afresh over boots
+        # instead of judging it again from the ab that ended it.
+        transition(store, regression.id, "fixed")
+        transition(store, regression.id, "new")
+        assert store.kexec_series_for("ab", "regression", regression.id) is None
+        booted = len(staged)
+        with pytest.raises(MachineBooting):
+            a_pass(store, tmp, steps)
+        assert staged[booted:] == [good]
+        [fresh] = store.kexec_series_all_for("ab", "regression", regression.id)
+        assert fresh.state == "open" and fresh.id > tries[-1].id
     else:
         assert [one.state for one in tries] == ["failed", "failed"] and failed == [one.id for one in tries]
         assert staged[5:] == [good, good]
         assert regression.status == "new"
         said: list[str] = []
         booted = len(staged)
-        spec = load_tracker(tmp / "tracker.yaml")
-        ctx = RunContext(store=store, fingerprint=local.fingerprint, observer=cast(Observer, object()))
-        run_pass(store, spec, ctx, lambda *_: None, said.append, None, boot_steps=steps)
+        a_pass(store, tmp, steps, said.append)
         assert len(staged) == booted and store.open_kexec_boot(local.machine_id(root)) is None
         assert any(f"tried 2 times: series {tries[0].id} failed" in line for line in said), said

@@ -112,6 +112,10 @@ def transition(store: Store, regression_id: int, status: str, note: str | None =
         raise TransitionError(
             f"regression {regression_id} is {current.status}; it can become {allowed}, not {status}"
         )
+    if status == RegressionStatus.NEW and current.status != RegressionStatus.NEW:
+        # Reopened (by hand: nothing else sets `new`): a kexec tracker's confirmation over
+        # boots is run afresh, not judged again from the ab that ended the record before.
+        store.set_aside_kexec_series("ab", "regression", regression_id)
     return store.set_regression_status(regression_id, status, note)
 
 

@@ -212,6 +212,22 @@ class KexecBootQueries:
                                    .order_by(KexecSeriesRow.id.desc()))
             return [_series(row) for row in rows if (row.settings or {}).get(key) == value]
 
+    def set_aside_kexec_series(self, kind: str, key: str, value: object) -> int:
+        """The series `kexec_series_for` would find for this key no longer answer it: their
+        `key` setting becomes `KEY_set_aside` (a record reopened by hand is confirmed
+        afresh; the old series and their runs stay in the store). How many were set aside."""
+        def write(session: Session, _retried: bool) -> int:
+            rows = [row for row in session.scalars(select(KexecSeriesRow).where(KexecSeriesRow.kind == kind))
+                    if (row.settings or {}).get(key) == value]
+            for row in rows:
+                settings = dict(row.settings)
+                settings[f"{key}_set_aside"] = settings.pop(key)
+                row.settings, row.updated_at = settings, _now()
+            session.flush()
+            return len(rows)
+
+        return self._session.write(write)
+
     def kexec_series_list(self, limit: int = 20) -> list[KexecSeries]:
         with self._session() as session:
             rows = session.scalars(select(KexecSeriesRow).order_by(KexecSeriesRow.id.desc()).limit(limit))
