@@ -172,11 +172,12 @@ def end_overdue(store: Store, queue: FleetQueue, job_id: int, boot: KexecBoot) -
     (the kernel may well have killed it; another machine is not offered it). Or it came
     back from one of a narrowing job's boots and its worker never took the job up again."""
     assert boot.fleet_attempt is not None
+    limit = boot_timeout()
     if boot.state in OPEN_STATES:
-        error = (f"{BOOT_FAILED}: the machine did not come back from {boot.kernel} within {boot_timeout():g} s "
+        error = (f"{BOOT_FAILED}: the machine did not come back from {boot.kernel} within {limit:g} s "
                  f"(${BOOT_S_ENV}); kexec boot {boot.id} was {boot.state}")
     else:
-        error = (f"its machine's worker did not take the job up again within {boot_timeout():g} s "
+        error = (f"its machine's worker did not take the job up again within {limit:g} s "
                  f"(${BOOT_S_ENV}) after kexec boot {boot.id} ({boot.state})")
     if not store.end_attempt(boot.fleet_attempt, "failed", error):
         return False

@@ -25,8 +25,7 @@ from perfline.records.job import COMMAND_LINE, Case, JobError, JobSpec
 @dataclass(frozen=True)
 class Target:
     """`--target`, `--kernel`, `--cmdline`, `--vm-cpus`, `--vm-memory`, `--accel`, `--boot`,
-    `--watchdog`; the field
-    names are `jobs.vm.with_target`'s keyword arguments."""
+    `--watchdog`; the field names are `jobs.vm.with_target`'s keyword arguments."""
 
     target: str | None = None
     kernel: str | None = None

@@ -208,17 +208,14 @@ class KexecBootQueries:
     def kexec_series_all_for(self, kind: str, key: str, value: object) -> list[KexecSeries]:
         """Every series of a kind whose settings give `key` this value, newest first."""
         with self._session() as session:
-            rows = session.scalars(select(KexecSeriesRow).where(KexecSeriesRow.kind == kind)
-                                   .order_by(KexecSeriesRow.id.desc()))
-            return [_series(row) for row in rows if (row.settings or {}).get(key) == value]
+            return [_series(row) for row in _series_rows(session, kind, key, value)]
 
     def set_aside_kexec_series(self, kind: str, key: str, value: object) -> int:
         """The series `kexec_series_for` would find for this key no longer answer it: their
         `key` setting becomes `KEY_set_aside` (a record reopened by hand is confirmed
         afresh; the old series and their runs stay in the store). How many were set aside."""
         def write(session: Session, _retried: bool) -> int:
-            rows = [row for row in session.scalars(select(KexecSeriesRow).where(KexecSeriesRow.kind == kind))
-                    if (row.settings or {}).get(key) == value]
+            rows = _series_rows(session, kind, key, value)
             for row in rows:
                 settings = dict(row.settings)
                 settings[f"{key}_set_aside"] = settings.pop(key)
@@ -284,3 +281,10 @@ def _series(row: KexecSeriesRow) -> KexecSeries:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _series_rows(session: Session, kind: str, key: str, value: object) -> list[KexecSeriesRow]:
+    """The series rows of a kind whose settings give `key` this value, newest first."""
+    rows = session.scalars(select(KexecSeriesRow).where(KexecSeriesRow.kind == kind)
+                           .order_by(KexecSeriesRow.id.desc()))
+    return [row for row in rows if (row.settings or {}).get(key) == value]
