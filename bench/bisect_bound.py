@@ -15,12 +15,14 @@ from the data and of confirming the answer on fresh samples (docs/bisect.md).
 Printed per noise and level: mean and p90 runs, how often the top commit is the culprit.
 
 A second table prices the confirmation alone, the A/B of fresh samples of the culprit
-against its parent (bisect/confirm.py) on the true 5% step, and its rate of confirming an
-A/A pair, under three rules: the shipped one (each side's own variance, alpha 1%); the
-same with the variance pooled with a noise estimate of 20 degrees of freedom from the
+against its parent on the true 5% step, and its rate of confirming an A/A pair, under
+these rules: the shipped one (bisect/confirm.py: the anytime-valid t-test of
+stats/anytime_t.py, looked at after every pair, alpha 1%, bet on the true step); the one
+it replaced (Welch's t on a Pocock-type boundary at 4, 6, 9, 14, 21 and 32 a side); that
+one with the variance pooled with a noise estimate of 20 degrees of freedom from the
 bisection's other samples (one way to a cheaper A/B; it assumes the same noise at every
 commit, so it is also run on A/A pairs whose noise is twice the estimate's at the bad
-level); the shipped one at alpha 5%.
+level); that one at alpha 5%.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import stats
 
-from perfline.bisect.confirm import CONFIDENCE, LOOKS, ABConfirmation, Decision
+from perfline.bisect.confirm import CONFIDENCE, ABConfirmation, Decision
 from perfline.stats.sequential import SequentialPlan
 
 COMMITS = 1024
@@ -70,19 +72,39 @@ def oracle_runs(noise: float, level: float, rng: np.random.Generator) -> tuple[i
 BORROWED_DF = 20
 
 
-def shipped_ab(noise: float, step: float, plan: SequentialPlan, rng: np.random.Generator) -> tuple[int, bool]:
-    """The shipped A/B on lognormal samples: its runs and whether it confirmed."""
-    ab = ABConfirmation(0, 1, increase=True, looks=plan)
+# The looks of the A/B before the anytime-valid one, and its level.
+LOOKS = SequentialPlan.up_to(32, 0.01, CONFIDENCE, first=4)
+
+
+def shipped_ab(noise: float, step: float, rng: np.random.Generator) -> tuple[int, bool]:
+    """The shipped A/B on lognormal samples, bet on the true step: its runs and whether
+    it confirmed."""
+    ab = ABConfirmation(0, 1, increase=True, effect=math.log1p(STEP) / noise)
     while (side := ab.next_probe()) is not None:
         ab.observe(side, float(np.exp(rng.normal(math.log(step) if side == 1 else 0.0, noise))))
     result = ab.result()
     return result.samples, result.decision is Decision.CONFIRMED
 
 
+def pocock_ab(noise: float, step: float, plan: SequentialPlan, rng: np.random.Generator) -> tuple[int, bool]:
+    """The A/B it replaced: Welch's t of the logs at the plan's looks, each at the
+    boundary's nominal level."""
+    a: list[float] = []
+    b: list[float] = []
+    for n in plan.looks:
+        a += list(rng.normal(0.0, noise, n - len(a)))
+        b += list(rng.normal(math.log(step), noise, n - len(b)))
+        va, vb = np.var(a, ddof=1) / n, np.var(b, ddof=1) / n
+        dof = (va + vb) ** 2 / (va**2 / (n - 1) + vb**2 / (n - 1))
+        if stats.t.sf((np.mean(b) - np.mean(a)) / math.sqrt(va + vb), dof) < plan.one_sided_alpha(n):
+            return 2 * n, True
+    return 2 * len(a), False
+
+
 def pooled_ab(noise: float, step: float, rng: np.random.Generator, *, pair_noise: float | None = None) -> tuple[int, bool]:
     """The A/B with its variance pooled with an estimate from BORROWED_DF degrees of
     freedom of `noise`; the pair's own samples have `pair_noise` (default `noise`).
-    Same looks and boundary as the shipped A/B; a t test on the pooled variance."""
+    Same looks and boundary as pocock_ab; a t test on the pooled variance."""
     own = noise if pair_noise is None else pair_noise
     borrowed_ss = noise**2 * rng.chisquare(BORROWED_DF)
     a: list[float] = []
@@ -101,10 +123,11 @@ def pooled_ab(noise: float, step: float, rng: np.random.Generator, *, pair_noise
 def confirmation_table(trials: int, seed: int) -> None:
     loose = SequentialPlan.up_to(LOOKS.looks[-1], 0.05, CONFIDENCE, first=LOOKS.looks[0])
     rules: list[tuple[str, Callable[[float, float, np.random.Generator], tuple[int, bool]]]] = [
-        ("shipped: own variance, alpha 1%", lambda s, r, g: shipped_ab(s, r, LOOKS, g)),
-        (f"variance pooled with {BORROWED_DF} df of the bisection's", pooled_ab),
-        ("  the same, pair's noise 2x the estimate's", lambda s, r, g: pooled_ab(s, r, g, pair_noise=2 * s)),
-        ("shipped at alpha 5%", lambda s, r, g: shipped_ab(s, r, loose, g)),
+        ("shipped: anytime-valid t, every pair, alpha 1%", shipped_ab),
+        ("before: Welch on Pocock looks, alpha 1%", lambda s, r, g: pocock_ab(s, r, LOOKS, g)),
+        (f"  variance pooled with {BORROWED_DF} df of the bisection's", pooled_ab),
+        ("    the same, pair's noise 2x the estimate's", lambda s, r, g: pooled_ab(s, r, g, pair_noise=2 * s)),
+        ("  at alpha 5%", lambda s, r, g: pocock_ab(s, r, loose, g)),
     ]
     print(f"\nthe confirmation A/B alone, {trials} trials a cell: runs on the 5% step (both sides), "
           "and how often it confirms an A/A pair")

@@ -23,16 +23,17 @@ for perfline, "found wrong" the share that ended `found` on another commit (targ
 1-3% noise: at most 0.5%), "not conf." the share that ended `not-confirmed`.
 
 Before the bisections, "confirmation alone" runs the A/B of the bisection
-(bisect/confirm.py) on A/A pairs of fresh samples in several of the noises: its share
-of confirmations is its false-confirmation rate (target at most 1%).
+(bisect/confirm.py) on A/A pairs of fresh samples in several of the noises, betting on
+a 5% step in 2% noise (2.44 noise widths; any bet holds the level): its share of
+confirmations is its false-confirmation rate (target at most 1%).
 
 Methods:
   perfline     Bayesian bisection (src/perfline/bisect) through the loop of `perfline
                bisect start` (Bisection.next_probe/observe, without builds and store):
                most informative probes until the posterior reaches 0.9, then the A/B of
                fresh samples of the culprit against its parent, alternately, looked at
-               after 4, 6, 9, 14, 21 and 32 a side on a Pocock-type alpha-spending
-               boundary, its samples feeding the posterior too (stopped when it leaves
+               after every pair from 2 to 32 a side (the anytime-valid t-test of
+               stats/anytime_t.py), its samples feeding the posterior too (stopped when it leaves
                the pair; probing again after an A/B that did not confirm, within the
                A/Bs' error budget). Every run counts, endpoints and A/Bs included; "of
                which A/B" are the A/Bs' runs.
@@ -252,7 +253,7 @@ def null_confirmation(args: tuple[int, str, int]) -> tuple[bool, int]:
     noise_index, noise, trial = args
     # Both commits below the culprit: the same level.
     measure = make_measure(N_COMMITS, NOISES[noise], np.random.default_rng([noise_index, trial, 0]))
-    ab = ABConfirmation(0, 1, increase=True)
+    ab = ABConfirmation(0, 1, increase=True, effect=np.log(STEP) / 0.02)
     while (commit := ab.next_probe()) is not None:
         ab.observe(commit, measure(commit))
     result = ab.result()

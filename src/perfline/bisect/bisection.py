@@ -12,7 +12,7 @@ part in choosing it (confirm.py says why that matters); they are evidence for th
 posterior too, which therefore keeps learning while the A/B runs. When the posterior
 leaves the pair, the A/B is stopped (not confirmed); after an A/B that did not confirm,
 probing goes on from the posterior with its samples, for one more A/B (more when they
-were stopped early: CONFIRMATION_BUDGET). A sample
+were stopped before their first look: CONFIRMATION_BUDGET). A sample
 is an A/B's exactly when the samples before it started that A/B and did not end it,
 which replaying them in order finds again. So one loop of next_probe/observe runs the
 whole bisection, every run it makes is counted, and a resumed bisection continues an
@@ -51,11 +51,10 @@ NO_CHANGE_Z = 1.0
 # still confirmed at most at the A/B's alpha.
 CONFIRM_FROM = 0.9
 # The confirmation's error budget over a bisection: twice the A/B's alpha. Each A/B
-# confirms a wrong pair (an A/A pair) at most at the alpha its boundary spent by the
-# last look it reached (all of it at its last look, 0.28% by 6 a side, none before the
-# first look), so a wrong `found` is at most this share of the posterior's wrong pairs.
-# An A/B starts only while a whole alpha is left: the first one, and after it one more,
-# or more when the earlier ones were stopped early.
+# confirms a wrong pair (an A/A pair) with probability at most alpha, counted as spent
+# from its first look (none if it is stopped before), so a wrong `found` is at most this
+# share of the posterior's wrong pairs. An A/B starts only while a whole alpha is left:
+# the first one, and one more after it.
 CONFIRMATION_BUDGET = 2 * ALPHA
 # The A/B is stopped once the posterior's mass on its culprit falls below this: the
 # samples say the pair is not the step.
@@ -276,8 +275,12 @@ class Bisection:
             return
         if self._may_confirm() and self._confident() and self._runs < self.max_runs:
             culprit = int(np.argmax(self._grouped()))
-            increase = self._change(culprit)[0] > 0
-            self._abs.append(ABConfirmation(self._suspects(culprit)[0] - 1, culprit, increase))
+            state = self._state()
+            assert state.weights is not None  # confident: both endpoints have samples
+            levels = model.levels_at(culprit, state.commits, state.y, state.weights)
+            step = levels.bad - levels.good
+            self._abs.append(ABConfirmation(self._suspects(culprit)[0] - 1, culprit, step > 0,
+                                            effect=abs(step) / levels.scale))
 
     def _may_confirm(self) -> bool:
         """Whether a new A/B may start: a whole alpha is left of the budget."""

@@ -107,7 +107,7 @@ def outcome_lines(outcome: Outcome, commits: list[Commit]) -> list[RenderableTyp
                    f"the last good tested commit {commits[outcome.result.parent].sha[:12]} (of "
                    f"{commits[outcome.result.culprit].sha[:12]}, the first bad one tested)")
         lines.append(f"  A/B of fresh samples against {against}: {c.decision.value}, {c.change_pct:+.2f}% "
-                     f"[{c.ci_pct[0]:+.2f}, {c.ci_pct[1]:+.2f}], p={c.p_value:.2g} (over its looks), "
+                     f"[{c.ci_pct[0]:+.2f}, {c.ci_pct[1]:+.2f}], p={c.p_value:.2g} (anytime-valid), "
                      f"{c.samples} samples")
     if status is BisectionStatus.UNCONFIRMED:
         parent = commits[outcome.result.parent].sha[:12]
