@@ -111,7 +111,9 @@ def kill_at_random_moments(db: Path, args: list[str], snapshot: Snapshot, state_
                                text=True, timeout=120)
         assert after.returncode == 0, after.stderr
         assert snapshot() == before, f"after a SIGKILL at {moment:.2f}s of {duration:.2f}s"
-        assert not list(state_dir.glob("journal.*.json")), f"journal left after a SIGKILL at {moment:.2f}s"
+        left = {path.name: path.read_text() for path in state_dir.glob("journal.*.json")}
+        assert not left, (f"journal left after a SIGKILL at {moment:.2f}s (pid {proc.pid}): {left}; "
+                          f"the next command said: {after.stderr!r}")
     # Runs vary in length: most, not all, of the moments fall before the run's end.
     assert killed >= kills // 2, f"only {killed} of {kills} runs were still running when killed"
 

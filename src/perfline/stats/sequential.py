@@ -1,5 +1,6 @@
 """Interleaved A/B that stops once the answer is decided (`perfline ab --pairs auto`, a
-tracker's confirmation, a bisection's confirmation).
+tracker's confirmation; a bisection's confirmation looks after every pair instead, with
+the e-process of `stats.anytime_t`).
 
 Looking at the data after every pair and stopping when the test passes would find a
 "change" in no change far more often than alpha says. Here the pairs are looked at on
@@ -38,8 +39,8 @@ DEFAULT_MAX_PAIRS = 30
 COUNTED_FIRST_LOOK = 2
 # Pocock-type spending keeps about the same level at every look, so a large change stops
 # the test at its first looks; O'Brien-Fleming's spends almost nothing there (a nominal
-# 3e-13 at the bisection's first look), which cost the bisection's confirmation 30% more
-# runs (docs/bisect.md, Confirmation).
+# 3e-13 at a first look of 4 a side), which cost the bisection's confirmation 30% more
+# runs when it used these plans (docs/bisect.md, Confirmation).
 SPENDING = Spending.POCOCK
 
 
@@ -55,8 +56,7 @@ class SequentialPlan:
         cls, max_pairs: int, alpha: float, confidence: float = 0.95, *, first: int = FIRST_LOOK,
         growth: float = LOOK_GROWTH,
     ) -> SequentialPlan:
-        """Looks at `first`, then `growth` times the one before, and at `max_pairs` (the
-        bisection's confirmation looks from 4 samples a side on, unpaired)."""
+        """Looks at `first`, then `growth` times the one before, and at `max_pairs`."""
         if max_pairs < first:
             raise ValueError(f"at least {first} pairs are needed for a first look")
         looks: list[int] = []
