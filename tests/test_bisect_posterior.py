@@ -224,6 +224,23 @@ def test_confirmation_stops_at_the_look_where_its_e_value_first_reaches_one_over
     assert crossed[-1] and not any(crossed[:-1])
 
 
+def test_a_disturbed_run_in_the_confirmation_is_set_aside_and_its_side_measured_again() -> None:
+    # The third sample (the culprit's second) ten times slower, as a run disturbed by
+    # something else on the machine: kept, its variance would hold the test under 1/alpha
+    # to the last look (200 of 200 such A/Bs ended unconfirmed after 64 runs).
+    ab = ABConfirmation(40, 41, increase=True, effect=2.4)
+    measure = step_measure(41, seed=8)
+    taken = 0
+    while (commit := ab.next_probe()) is not None:
+        ab.observe(commit, measure(commit) * (10.0 if taken == 2 else 1.0))
+        taken += 1
+    result = ab.result()
+    assert result.decision is Decision.CONFIRMED and result.samples == taken < 2 * 16
+    # The culprit was measured once more than its parent: the disturbed run's stand-in.
+    assert len(ab.taken(41)) == len(ab.taken(40)) + 1
+    assert 0 < result.ci_pct[0] < result.change_pct < 10
+
+
 def test_confirmation_turns_down_a_culprit_that_equals_its_parent_after_its_last_look() -> None:
     # Both commits are on the bad side: the bisection was off by one.
     ab = ABConfirmation(40, 41, increase=True, effect=2.4)
