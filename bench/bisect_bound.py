@@ -86,38 +86,39 @@ def shipped_ab(noise: float, step: float, rng: np.random.Generator) -> tuple[int
     return result.samples, result.decision is Decision.CONFIRMED
 
 
-def pocock_ab(noise: float, step: float, plan: SequentialPlan, rng: np.random.Generator) -> tuple[int, bool]:
-    """The A/B it replaced: Welch's t of the logs at the plan's looks, each at the
-    boundary's nominal level."""
-    a: list[float] = []
-    b: list[float] = []
+def looked_ab(step: float, own_noise: float, plan: SequentialPlan, rng: np.random.Generator,
+              p_value: Callable[[np.ndarray, np.ndarray], float]) -> tuple[int, bool]:
+    """An A/B on lognormal samples judged at the plan's looks, each look's one-sided
+    `p_value(a, b)` against the boundary's nominal level: its runs and whether it confirmed."""
+    a = np.empty(0)
+    b = np.empty(0)
     for n in plan.looks:
-        a += list(rng.normal(0.0, noise, n - len(a)))
-        b += list(rng.normal(math.log(step), noise, n - len(b)))
-        va, vb = np.var(a, ddof=1) / n, np.var(b, ddof=1) / n
-        dof = (va + vb) ** 2 / (va**2 / (n - 1) + vb**2 / (n - 1))
-        if stats.t.sf((np.mean(b) - np.mean(a)) / math.sqrt(va + vb), dof) < plan.one_sided_alpha(n):
+        a = np.append(a, rng.normal(0.0, own_noise, n - len(a)))
+        b = np.append(b, rng.normal(math.log(step), own_noise, n - len(b)))
+        if p_value(a, b) < plan.one_sided_alpha(n):
             return 2 * n, True
     return 2 * len(a), False
+
+
+def pocock_ab(noise: float, step: float, plan: SequentialPlan, rng: np.random.Generator) -> tuple[int, bool]:
+    """The A/B it replaced: Welch's t of the logs at the plan's looks."""
+    return looked_ab(step, noise, plan, rng,
+                     lambda a, b: float(stats.ttest_ind(b, a, equal_var=False, alternative="greater").pvalue))
 
 
 def pooled_ab(noise: float, step: float, rng: np.random.Generator, *, pair_noise: float | None = None) -> tuple[int, bool]:
     """The A/B with its variance pooled with an estimate from BORROWED_DF degrees of
     freedom of `noise`; the pair's own samples have `pair_noise` (default `noise`).
     Same looks and boundary as pocock_ab; a t test on the pooled variance."""
-    own = noise if pair_noise is None else pair_noise
     borrowed_ss = noise**2 * rng.chisquare(BORROWED_DF)
-    a: list[float] = []
-    b: list[float] = []
-    for n in LOOKS.looks:
-        a += list(rng.normal(0.0, own, n - len(a)))
-        b += list(rng.normal(math.log(step), own, n - len(b)))
+
+    def p_value(a: np.ndarray, b: np.ndarray) -> float:
+        n = len(a)
         dof = 2 * n - 2 + BORROWED_DF
         ss = float(np.var(a) * n + np.var(b) * n) + borrowed_ss
-        t = (np.mean(b) - np.mean(a)) / math.sqrt(ss / dof * 2 / n)
-        if stats.t.sf(t, dof) < LOOKS.one_sided_alpha(n):
-            return 2 * n, True
-    return 2 * len(a), False
+        return float(stats.t.sf((np.mean(b) - np.mean(a)) / math.sqrt(ss / dof * 2 / n), dof))
+
+    return looked_ab(step, noise if pair_noise is None else pair_noise, LOOKS, rng, p_value)
 
 
 def confirmation_table(trials: int, seed: int) -> None:

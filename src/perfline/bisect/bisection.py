@@ -275,9 +275,8 @@ class Bisection:
             return
         if self._may_confirm() and self._confident() and self._runs < self.max_runs:
             culprit = int(np.argmax(self._grouped()))
-            state = self._state()
-            assert state.weights is not None  # confident: both endpoints have samples
-            levels = model.levels_at(culprit, state.commits, state.y, state.weights)
+            levels = self._levels(culprit)
+            assert levels is not None  # confident: both endpoints have samples
             step = levels.bad - levels.good
             self._abs.append(ABConfirmation(self._suspects(culprit)[0] - 1, culprit, step > 0,
                                             effect=abs(step) / levels.scale))
@@ -352,13 +351,20 @@ class Bisection:
             return self._abs[-1].culprit
         return int(np.argmax(self._grouped()))
 
-    def _change(self, culprit: int) -> tuple[float, tuple[float, float]]:
-        """Bad vs good level with a 95% t interval, the posterior's samples split at `culprit`."""
+    def _levels(self, culprit: int) -> model.Levels | None:
+        """The two levels with the posterior's samples split at `culprit`; None before
+        both endpoints have samples."""
         state = self._state()
         if state.weights is None:
+            return None
+        return model.levels_at(culprit, state.commits, state.y, state.weights)
+
+    def _change(self, culprit: int) -> tuple[float, tuple[float, float]]:
+        """Bad vs good level with a 95% t interval, the posterior's samples split at `culprit`."""
+        levels = self._levels(culprit)
+        if levels is None:
             nan = float("nan")
             return nan, (nan, nan)
-        levels = model.levels_at(culprit, state.commits, state.y, state.weights)
         step = levels.bad - levels.good
         half = float(stdtrit(levels.dof, 0.975)) * levels.step_stderr  # scipy.stats.t.ppf(0.975, dof)
         return model.percent(step), (model.percent(step - half), model.percent(step + half))

@@ -129,7 +129,9 @@ class ABConfirmation:
         # sample is set aside.
         self._judged: dict[tuple[int, tuple[int, ...]], _Look] = {}
         self._stopped = False
-        self._outliers: tuple[tuple[int, int], tuple[int, ...]] = ((0, 0), ())
+        # The samples' screen for outliers, redone only when a sample is added: the
+        # counts it was made at, the indexes set aside, each side's kept samples.
+        self._screened: tuple[tuple[int, int], tuple[int, ...], list[float], list[float]] = ((0, 0), (), [], [])
 
     def observe(self, commit: int, value: float) -> None:
         if commit not in self._samples:
@@ -143,24 +145,25 @@ class ABConfirmation:
         """End the A/B before its last look: not confirmed, unless a look already did."""
         self._stopped = True
 
-    def _set_aside(self) -> tuple[int, ...]:
-        """Indexes of the outliers among all samples, the parent's first."""
+    def _screen(self) -> tuple[tuple[int, ...], list[float], list[float]]:
+        """The indexes of the outliers among all samples (the parent's first), and each
+        side's samples in the order taken with the outliers set aside."""
         a, b = self._samples[self.parent], self._samples[self.culprit]
         counts = (len(a), len(b))
-        if self._outliers[0] != counts:  # samples are only ever added
-            found: tuple[int, ...] = ()
+        if self._screened[0] != counts:  # samples are only ever added
+            out: tuple[int, ...] = ()
             if min(counts) >= JUDGE_FROM_A_SIDE:
                 la, lb = np.log(a), np.log(b)
-                found = outlier_indexes(np.concatenate([la - np.median(la), lb - np.median(lb)]), SET_ASIDE_Z)
-            self._outliers = (counts, found)
-        return self._outliers[1]
+                out = outlier_indexes(np.concatenate([la - np.median(la), lb - np.median(lb)]), SET_ASIDE_Z)
+            self._screened = (counts, out, [v for i, v in enumerate(a) if i not in out],
+                              [v for i, v in enumerate(b, start=len(a)) if i not in out])
+        return self._screened[1:]
+
+    def _set_aside(self) -> tuple[int, ...]:
+        return self._screen()[0]
 
     def _kept(self) -> tuple[list[float], list[float]]:
-        """Each side's samples in the order taken, the outliers set aside."""
-        a, b = self._samples[self.parent], self._samples[self.culprit]
-        out = set(self._set_aside())
-        return ([v for i, v in enumerate(a) if i not in out],
-                [v for i, v in enumerate(b, start=len(a)) if i not in out])
+        return self._screen()[1:]
 
     def _taken(self) -> int:
         return min(len(side) for side in self._kept())

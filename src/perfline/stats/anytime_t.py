@@ -37,9 +37,9 @@ from numpy.typing import ArrayLike
 # call. Each integrand has one peak, at v* = (c + sqrt(c² + 4k)) / 2, and falls at least
 # as fast as exp(-(v - v*)²/2) after it, so top = the highest v* + 14 holds all but e^-98
 # of every one. Against the parabolic cylinder closed form (tests/test_anytime_t.py) the
-# logs are right to 1e-4 where c >= -3 (an e-value to 0.01%); further below (the data against the bet, an
-# e-value far below 1 that decides nothing) the integrand falls from v = 0 faster than
-# the grid resolves and the log is only right to about 0.1.
+# logs are right to 1e-4 where c >= -3 (an e-value to 0.01%); further below (the data
+# against the bet, an e-value far below 1 that decides nothing) the integrand falls from
+# v = 0 faster than the grid resolves and the log is only right to about 0.1.
 _POINTS = 1201
 _SIMPSON = np.ones(_POINTS)
 _SIMPSON[1:-1:2], _SIMPSON[2:-1:2] = 4.0, 2.0

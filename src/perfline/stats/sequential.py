@@ -82,10 +82,6 @@ class SequentialPlan:
         """The nominal level of a two-sided test at the look of `pairs` (alpha/2 a side)."""
         return 2.0 * self._boundary(self.alpha / 2.0).nominal[self.look(pairs)]
 
-    def spent_by(self, pairs: int) -> float:
-        """The one-sided alpha the looks at or before `pairs` spent (0 before the first)."""
-        return sum(self._boundary(self.alpha).spent[: sum(n <= pairs for n in self.looks)])
-
     def confidence_at(self, pairs: int) -> float:
         """The level of the look's two-sided interval: (1 - confidence)/2 spent a side."""
         return 1.0 - 2.0 * self._boundary((1.0 - self.confidence) / 2.0).nominal[self.look(pairs)]

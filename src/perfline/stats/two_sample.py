@@ -403,17 +403,6 @@ def _trimmed_mean(ordered: NDArray[np.float64], trim: float) -> tuple[float, flo
     return float(ordered[g : n - g].mean()), variance, h - 1.0
 
 
-def trimmed_difference(a: NDArray[np.float64], b: NDArray[np.float64], trim: float) -> tuple[float, float, float]:
-    """mean(b) - mean(a) of trimmed means (Yuen's test; at trim 0 Welch's), its standard
-    error and Welch–Satterthwaite degrees of freedom: what `scipy.stats.ttest_ind(b, a,
-    equal_var=False, trim=trim)` tests, without its 2.5 ms of wrappers a call (a
-    bisection's A/B judges at every look; tests/test_stats_compare.py holds them equal)."""
-    mean_a, var_a, df_a = _trimmed_mean(np.sort(a), trim)
-    mean_b, var_b, df_b = _trimmed_mean(np.sort(b), trim)
-    df = _satterthwaite_df((var_a, df_a), (var_b, df_b))
-    return mean_b - mean_a, math.sqrt(var_a + var_b), float("nan") if df is None else df
-
-
 def _has_outliers(b: NDArray[np.float64], o: NDArray[np.float64], *, paired: bool) -> bool:
     """Whether the trimmed test should judge: some log value is an outlier (modified
     z-score) among both sides pooled, each centred on its own median so that a shift
