@@ -331,6 +331,46 @@ def test_the_next_start_removes_a_killed_runs_cgroup_and_frees_what_is_in_it(tmp
         remove_cgroup(group)
 
 
+@needs_root
+def test_a_run_killed_after_it_unmounted_tracefs_has_its_tracefs_files_put_back(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    """The moment the 5-kills test hit once in 15 suite runs: a run undoes newest
+    first (its tracefs files, then the mount) and forgets its journal after, so a kill
+    between the unmount and the forgetting leaves every entry while tracefs is gone. The
+    next command mounts it again for the writes, unmounts it and removes the journal;
+    before, the writes failed (no such file) and every later command tried again."""
+    target = tmp_path / "tracefs"
+    target.mkdir()
+    state = KernelState(Journal(tmp_path / "own", os.getpid(), "test"))
+    with state.mounted("tracefs", target):
+        before = read(target / "tracing_on")
+    # Also a value the killed run had not put back (its own undo may have failed): the
+    # next command's write is seen, not only a journal gone.
+    left = "0" if before == "1" else "1"
+    entries = [Entry(str(target), "", "tracefs", "mount"), Entry(str(target / "tracing_on"), before, left)]
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    Journal(state_dir, dead.pid, Path("/proc/sys/kernel/random/boot_id").read_text().strip()).record(entries)
+    try:
+        with state.mounted("tracefs", target):
+            (target / "tracing_on").write_text(left)
+        after = subprocess.run(perfline_cmd(tmp_path / "db", "runs", "--limit", "1"), capture_output=True,
+                               text=True, timeout=120, check=False)
+        assert after.returncode == 0, after.stderr
+        assert not is_mounted("tracefs", target), after.stderr
+        assert not list(state_dir.glob("journal.*.json")), after.stderr
+        assert f"restored {target / 'tracing_on'} to {before!r}" in after.stderr
+        with state.mounted("tracefs", target):
+            assert read(target / "tracing_on") == before
+    finally:
+        with state.mounted("tracefs", target):
+            (target / "tracing_on").write_text(before)
+        with suppress(subprocess.CalledProcessError):
+            while is_mounted("tracefs", target):
+                subprocess.run(["umount", str(target)], check=True)
+
+
 def read_or_none(path: Path) -> str:
     try:
         return path.read_text()

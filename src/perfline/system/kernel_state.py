@@ -213,6 +213,7 @@ class KernelState:
 
 def undo(entries: Sequence[Entry]) -> list[Entry]:
     """Write old values back and unmount what was mounted, newest first; the failures."""
+    remount_for_writes(entries)
     failures = []
     for entry in reversed(entries):
         try:
@@ -228,6 +229,24 @@ def undo(entries: Sequence[Entry]) -> list[Entry]:
         except (OSError, ToolMissing, CommandFailed):
             failures.append(entry)
     return failures
+
+
+def remount_for_writes(entries: Sequence[Entry]) -> None:
+    """Mount again, until `undo` unmounts it, a file system the entries mounted that is
+    gone while files in it still wait for their old values (when it cannot be mounted,
+    their writes fail and stay in the journal).
+
+    A run undoes newest first, so its tracefs files are written back before it unmounts
+    tracefs; killed after the unmount but before its journal forgot the entries, it
+    leaves all of them. The writes must go through the mount (tracefs keeps its values
+    while unmounted), and the mount's own entry, older, then unmounts it again.
+    """
+    for mount in (e for e in entries if e.kind == MOUNT):
+        target = Path(mount.path)
+        waiting = any(e.kind == WRITE and target in Path(e.path).parents for e in entries)
+        if waiting and not is_mounted(mount.new, target):
+            with suppress(ToolMissing, CommandFailed):
+                run([require_tool("mount", "mount"), "-t", mount.new, mount.new, str(target)], timeout=30)
 
 
 def reexec_systemd() -> None:
