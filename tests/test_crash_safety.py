@@ -332,35 +332,42 @@ def test_the_next_start_removes_a_killed_runs_cgroup_and_frees_what_is_in_it(tmp
 
 
 @needs_root
+@pytest.mark.parametrize("put_back", [True, False], ids=["put-back-by-the-run", "left-changed"])
 def test_a_run_killed_after_it_unmounted_tracefs_has_its_tracefs_files_put_back(
-    tmp_path: Path, state_dir: Path
+    tmp_path: Path, state_dir: Path, put_back: bool
 ) -> None:
     """The moment the 5-kills test hit once in 15 suite runs: a run undoes newest
     first (its tracefs files, then the mount) and forgets its journal after, so a kill
     between the unmount and the forgetting leaves every entry while tracefs is gone. The
     next command mounts it again for the writes, unmounts it and removes the journal;
-    before, the writes failed (no such file) and every later command tried again."""
+    before, the writes failed (no such file) and every later command tried again.
+    `left-changed`: the run's own undo had not put tracing_on back (it may have failed);
+    the next command's write is then seen, and said. `put-back-by-the-run`: nothing is
+    left changed, and nothing is said."""
     target = tmp_path / "tracefs"
     target.mkdir()
     state = KernelState(Journal(tmp_path / "own", os.getpid(), "test"))
     with state.mounted("tracefs", target):
         before = read(target / "tracing_on")
-    # Also a value the killed run had not put back (its own undo may have failed): the
-    # next command's write is seen, not only a journal gone.
     left = "0" if before == "1" else "1"
     entries = [Entry(str(target), "", "tracefs", "mount"), Entry(str(target / "tracing_on"), before, left)]
     dead = subprocess.Popen(["true"])
     dead.wait()
     Journal(state_dir, dead.pid, Path("/proc/sys/kernel/random/boot_id").read_text().strip()).record(entries)
     try:
-        with state.mounted("tracefs", target):
-            (target / "tracing_on").write_text(left)
+        if not put_back:
+            with state.mounted("tracefs", target):
+                (target / "tracing_on").write_text(left)
         after = subprocess.run(perfline_cmd(tmp_path / "db", "runs", "--limit", "1"), capture_output=True,
                                text=True, timeout=120, check=False)
         assert after.returncode == 0, after.stderr
         assert not is_mounted("tracefs", target), after.stderr
         assert not list(state_dir.glob("journal.*.json")), after.stderr
-        assert f"restored {target / 'tracing_on'} to {before!r}" in after.stderr
+        said = f"restored {target / 'tracing_on'} to {before!r} (left at {left!r} by a crashed run)"
+        if put_back:
+            assert str(target) not in after.stderr
+        else:
+            assert said in after.stderr
         with state.mounted("tracefs", target):
             assert read(target / "tracing_on") == before
     finally:

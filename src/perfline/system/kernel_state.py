@@ -275,12 +275,18 @@ def restore_leftovers(directory: Path, boot_id: str, alive: Callable[[int], bool
     """Restore what crashed perfline processes left changed; one message per change."""
     messages = []
     for path, entries in leftovers(directory, boot_id, alive):
+        # What the crashed run left, read before the restore: a run killed while it
+        # undid its own changes has put some back already, and those are not news.
+        mounted = {e for e in entries if e.kind == MOUNT and is_mounted(e.new, Path(e.path))}
+        remount_for_writes(entries)
+        left = {e: _current(Path(e.path)) for e in entries if e.kind == WRITE}
         failures = undo(entries)
         for entry in entries:
             failed = entry in failures
             if entry.kind == MOUNT:
-                verb = "could not unmount" if failed else "unmounted"
-                messages.append(f"{verb} {entry.new} on {entry.path} (mounted by a crashed run)")
+                if entry in mounted or failed:
+                    verb = "could not unmount" if failed else "unmounted"
+                    messages.append(f"{verb} {entry.new} on {entry.path} (mounted by a crashed run)")
             elif entry.kind == CGROUP:
                 verb = "could not remove" if failed else "removed"
                 messages.append(f"{verb} the cgroup {entry.path} (made by a crashed run)")
@@ -288,9 +294,17 @@ def restore_leftovers(directory: Path, boot_id: str, alive: Callable[[int], bool
                 verb = "could not remove" if failed else "removed"
                 messages.append(f"{verb} systemd's drop-in {entry.path} and re-executed systemd (written by a "
                                 "crashed kexec boot's start)")
-            else:
+            elif failed or left[entry] != entry.old:
                 verb = "could not restore" if failed else "restored"
-                messages.append(f"{verb} {entry.path} to {entry.old!r} (left at {entry.new!r} by a crashed run)")
+                found = entry.new if left[entry] is None else left[entry]
+                messages.append(f"{verb} {entry.path} to {entry.old!r} (left at {found!r} by a crashed run)")
         if not failures:
             path.unlink(missing_ok=True)
     return messages
+
+
+def _current(path: Path) -> str | None:
+    try:
+        return read_restorable(path)
+    except OSError:
+        return None
