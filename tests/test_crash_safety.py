@@ -25,7 +25,7 @@ import pytest
 
 from perfline.benchmarks.tracefs import TRACEFS
 from perfline.system.cgroup import CgroupUnavailable, own_cgroup, parent_group
-from perfline.system.journal import Entry, Journal
+from perfline.system.journal import MOUNT, Entry, Journal, this_boot
 from perfline.system.kernel_state import KernelState, KernelStateError, is_mounted, remove_cgroup
 from perfline.system.process import CPU_HOG
 from processes import dead_task_groups
@@ -350,10 +350,10 @@ def test_a_run_killed_after_it_unmounted_tracefs_has_its_tracefs_files_put_back(
     with state.mounted("tracefs", target):
         before = read(target / "tracing_on")
     left = "0" if before == "1" else "1"
-    entries = [Entry(str(target), "", "tracefs", "mount"), Entry(str(target / "tracing_on"), before, left)]
+    entries = [Entry(str(target), "", "tracefs", MOUNT), Entry(str(target / "tracing_on"), before, left)]
     dead = subprocess.Popen(["true"])
     dead.wait()
-    Journal(state_dir, dead.pid, Path("/proc/sys/kernel/random/boot_id").read_text().strip()).record(entries)
+    Journal(state_dir, dead.pid, this_boot()).record(entries)
     try:
         if not put_back:
             with state.mounted("tracefs", target):

@@ -152,7 +152,7 @@ class KernelState:
         entry = Entry(str(target), "", fstype, MOUNT)
         self.journal.record([entry])
         try:
-            run([require_tool("mount", "mount"), "-t", fstype, fstype, str(target)], timeout=30)
+            mount_fs(fstype, target)
         except (ToolMissing, CommandFailed):
             self.journal.forget([entry])
             raise
@@ -213,7 +213,6 @@ class KernelState:
 
 def undo(entries: Sequence[Entry]) -> list[Entry]:
     """Write old values back and unmount what was mounted, newest first; the failures."""
-    remount_for_writes(entries)
     failures = []
     for entry in reversed(entries):
         try:
@@ -232,21 +231,27 @@ def undo(entries: Sequence[Entry]) -> list[Entry]:
 
 
 def remount_for_writes(entries: Sequence[Entry]) -> None:
-    """Mount again, until `undo` unmounts it, a file system the entries mounted that is
-    gone while files in it still wait for their old values (when it cannot be mounted,
-    their writes fail and stay in the journal).
+    """Mount again, until `undo` unmounts it, a file system a crashed run's entries
+    mounted that is gone while files in it still wait for their old values (when it
+    cannot be mounted, their writes fail and stay in the journal).
 
     A run undoes newest first, so its tracefs files are written back before it unmounts
     tracefs; killed after the unmount but before its journal forgot the entries, it
-    leaves all of them. The writes must go through the mount (tracefs keeps its values
-    while unmounted), and the mount's own entry, older, then unmounts it again.
+    leaves all of them. Only a crashed run's journal is in that state, so only
+    `restore_leftovers` calls this. The writes must go through the mount (tracefs keeps
+    its values while unmounted), and the mount's own entry, older, then unmounts it again.
     """
     for mount in (e for e in entries if e.kind == MOUNT):
         target = Path(mount.path)
         waiting = any(e.kind == WRITE and target in Path(e.path).parents for e in entries)
         if waiting and not is_mounted(mount.new, target):
             with suppress(ToolMissing, CommandFailed):
-                run([require_tool("mount", "mount"), "-t", mount.new, mount.new, str(target)], timeout=30)
+                mount_fs(mount.new, target)
+
+
+def mount_fs(fstype: str, target: Path) -> None:
+    """Mount `fstype` on `target` (CommandFailed, ToolMissing when it cannot be)."""
+    run([require_tool("mount", "mount"), "-t", fstype, fstype, str(target)], timeout=30)
 
 
 def reexec_systemd() -> None:
@@ -279,7 +284,7 @@ def restore_leftovers(directory: Path, boot_id: str, alive: Callable[[int], bool
         # undid its own changes has put some back already, and those are not news.
         mounted = {e for e in entries if e.kind == MOUNT and is_mounted(e.new, Path(e.path))}
         remount_for_writes(entries)
-        left = {e: _current(Path(e.path)) for e in entries if e.kind == WRITE}
+        left = {e: _restorable_or_none(Path(e.path)) for e in entries if e.kind == WRITE}
         failures = undo(entries)
         for entry in entries:
             failed = entry in failures
@@ -303,7 +308,7 @@ def restore_leftovers(directory: Path, boot_id: str, alive: Callable[[int], bool
     return messages
 
 
-def _current(path: Path) -> str | None:
+def _restorable_or_none(path: Path) -> str | None:
     try:
         return read_restorable(path)
     except OSError:
