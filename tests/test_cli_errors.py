@@ -133,3 +133,33 @@ def test_a_missing_native_helper_is_the_machines_to_fix_not_an_internal_error(tm
                 f"in {Path(__file__).parents[1]} or fix $PERFLINE_NATIVE_DIR")
     assert errors == [expected], proc.stderr
     assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["runs", "--limit", "abc"],
+     "error: {p} runs: Invalid value for '--limit': Input should be a valid integer, unable to parse "
+     "string as an integer (see {p} runs --help)"),
+    (["compare", "--nope"], "error: {p} compare: No such option: --nope (see {p} compare --help)"),
+    (["bogus"], "error: {p}: No such command 'bogus'. (see {p} --help)"),
+    (["bisect", "start"], "error: {p} bisect start: Missing option '--good'. (see {p} bisect start --help)"),
+])
+def test_a_command_line_typer_cannot_parse_is_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
+    """A wrong option, value or command is the user's to fix like a bad job file: the one
+    `error:` line with the command and where its help is, exit 2, not Typer's usage panel."""
+    proc = perfline("--db", str(tmp_path / "s.db"), *args)
+    assert proc.returncode == 2
+    assert one_error_line(proc) == expected.format(p="python -m perfline")  # the program as it was started
+    assert proc.stdout == ""
+
+
+def test_help_and_exit_codes_pass_through_the_boundary(tmp_path: Path) -> None:
+    """Without Typer's standalone mode the boundary gives the exit codes: --help 0, a
+    group called without a command its help and 2, a command's own exit code as it was."""
+    helped = perfline("runs", "--help")
+    assert helped.returncode == 0 and "Usage: python -m perfline runs" in helped.stdout and helped.stderr == ""
+    bare = perfline("track")
+    assert bare.returncode == 2 and "Usage: python -m perfline track" in bare.stdout and "error" not in bare.stderr
+    db = str(tmp_path / "s.db")
+    missing = perfline("--db", db, "show", "12345")
+    assert missing.returncode == 2 and one_error_line(missing).startswith("error: ")
+    assert perfline("--db", db, "runs").returncode == 0

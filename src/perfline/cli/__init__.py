@@ -13,4 +13,4 @@ def main() -> None:
     # many samples sets off: 0.16 s of CPU of `compare --label` over 2,000 runs a side
     # (400,000 samples; bench/store_scale.py), as much as switching the collector off.
     gc.freeze()
-    guarded(app, sys.argv)
+    guarded(lambda: app(standalone_mode=False), sys.argv)

@@ -1,7 +1,8 @@
 """The command line's one error boundary.
 
 A failure the user caused and can fix (a `UserError`: a job file, a CSV, a store URL;
-a `ToolMissing`: a program or native helper the machine lacks) prints one line
+a `ToolMissing`: a program or native helper the machine lacks; a command line Typer
+cannot parse: an unknown option, a value of the wrong type) prints one line
 `error: WHERE: what` and exits 2. Anything else is perfline's fault: one
 line names the exception and where its full traceback was written, so a user can send
 it without the screen filling up; `--debug` (or PERFLINE_DEBUG=1) prints it instead.
@@ -18,6 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rich.markup import escape
+from typer import Abort
+
+# Typer (0.29) parses with its own copy of click; its exceptions are the ones raised.
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
 from perfline.cli.common import EXIT_FAILED, EXIT_USAGE, errors
 from perfline.records.errors import UserError
@@ -32,9 +37,31 @@ def debugging(argv: list[str]) -> bool:
 
 
 def guarded(command: Callable[[], object], argv: list[str]) -> None:
-    """Run the CLI; turn every exception into one line and an exit code."""
+    """Run the CLI; turn every exception into one line and an exit code.
+
+    `command` runs Typer without its standalone mode (`app(standalone_mode=False)`):
+    a parse error is raised here instead of printed by Typer as a boxed usage panel, and
+    an exit code (`typer.Exit`, `--help`'s 0) is returned.
+    """
     try:
-        command()
+        code = command()
+    except NoArgsIsHelpError as exc:  # `perfline track`: the group's help, as for --help, but exit 2
+        # Rich printed the help while the exception was made; plain click carries it as the message.
+        if help_text := exc.format_message().strip():
+            print(help_text)
+        sys.exit(EXIT_USAGE)
+    except UsageError as exc:
+        if exc.ctx is None:
+            _error(exc.format_message())
+        else:
+            _error(f"{exc.ctx.command_path}: {exc.format_message()} (see {exc.ctx.command_path} --help)")
+        sys.exit(EXIT_USAGE)
+    except ClickException as exc:  # click's other refusals (a file option that cannot be opened)
+        _error(exc.format_message())
+        sys.exit(exc.exit_code)
+    except Abort:  # end of input at a prompt
+        _error("aborted")
+        sys.exit(EXIT_FAILED)
     except (UserError, ToolMissing) as exc:  # a missing tool is the machine's to fix, not a bug to report
         _error(str(exc))
         sys.exit(EXIT_USAGE)
@@ -53,6 +80,8 @@ def guarded(command: Callable[[], object], argv: list[str]) -> None:
         _error(f"internal error: {type(exc).__name__}: {exc} (traceback in {where}; "
                f"--debug prints it; please report it)")
         sys.exit(EXIT_FAILED)
+    if isinstance(code, int) and code != 0:
+        sys.exit(code)
 
 
 def _error(message: str) -> None:
