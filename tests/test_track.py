@@ -264,6 +264,67 @@ def test_narrow_all_names_the_commit_of_an_improvement(tmp_path: Path, monkeypat
     assert improvement["culprit_subject"] == f"change {CULPRIT} (less work)"
 
 
+def rewrite(src: Path, first: int, mark: str) -> list[str]:
+    """Force-push as linux-next's daily rebuild does: commits `first`.. of main made anew
+    (same trees, subjects ending in `mark`, so new shas), main moved to them. The new
+    shas of main, oldest first."""
+    old = shas(src.parent)
+    parent = old[first - 1]
+    for sha in old[first:]:
+        subject = subprocess.run(["git", "-C", str(src), "log", "-1", "--format=%s", sha], capture_output=True,
+                                 text=True, check=True).stdout.strip()
+        parent = subprocess.run(["git", "-C", str(src), "-c", "user.name=Dev", "-c", "user.email=dev@example.org",
+                                 "commit-tree", f"{sha}^{{tree}}", "-p", parent, "-m", f"{subject} {mark}"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run(["git", "-C", str(src), "reset", "-q", "--hard", parent], check=True)
+    return shas(src.parent)
+
+
+def test_a_rewritten_branch_is_followed_and_records_of_its_old_commits_are_not_narrowed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """24 commits, commit 14 does 8% more work, every 4th of the last 16 tested (7, 11,
+    ..., 23). Rewritten above `since` after the first pass: the second tests the new
+    commits, opens a record of its own between the new 11 and 15 and bisects it to the
+    new 14, and leaves the first pass's record (its commits gone from main) un-narrowed,
+    saying why; the two histories' runs are never one series. Rewritten below `since`:
+    tracking starts again at the file's `since` on the new history."""
+    culprit = 14
+    make_project(tmp_path, monkeypatch, "24", str(culprit))
+    text = TRACKER.read_text().replace("  every: 8 ", "  every: 4 ").replace("since: HEAD~40", "since: HEAD~16")
+    (tmp_path / "tracker.yaml").write_text(text.replace("narrow: true ", "narrow: false"))
+    first = track_run(tmp_path)
+    assert first.returncode == 0, first.stderr
+    old = shas(tmp_path)
+    [before] = json.loads(perfline(tmp_path, "regressions", "--json").stdout)
+    assert old.index(before["good"]) < culprit <= old.index(before["bad"]), before
+
+    (tmp_path / "tracker.yaml").write_text(text)  # narrow: true
+    new = rewrite(tmp_path / "src", 9, "v2")
+    assert new[:9] == old[:9] and not set(new[9:]) & set(old)
+    second = track_run(tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert f"main was rewritten: the last pass's head {old[-1][:12]} is not on it" in second.stderr
+    listed = {r["id"]: r for r in json.loads(perfline(tmp_path, "regressions", "--json").stdout)}
+    assert sorted(listed) == [1, 2], listed
+    gone, after = listed[1], listed[2]
+    assert (gone["status"], gone["good"], gone["bad"]) == ("new", before["good"], before["bad"])
+    assert gone["note"] == f"not narrowed: {before['good'][:12]}..{before['bad'][:12]} is no longer on main (rewritten)"
+    assert new.index(after["good"]) < culprit <= new.index(after["bad"]), after
+    assert after["status"] == "bisected" and after["culprit"] == new[culprit], second.stderr[-3000:]
+    assert set(runs_per_commit(tmp_path)) == {*old[7::4], *new[11::4]}
+
+    (tmp_path / "tracker.yaml").write_text(text.replace("narrow: true ", "narrow: false"))
+    newer = rewrite(tmp_path / "src", 3, "v3")
+    third = track_run(tmp_path)
+    assert third.returncode == 0, third.stderr
+    moved = f"main was rewritten below {old[7][:12]}, where tracking started: it starts again at {newer[7][:12]}"
+    assert f"{moved} (since: HEAD~16)" in third.stderr
+    status = json.loads(perfline(tmp_path, "track", "status", "demo", "--json").stdout)[0]
+    assert (status["since"], status["head"], status["tested"], status["pending"]) == (newer[7], newer[-1], 5, 0)
+    [third_record] = [r for r in json.loads(perfline(tmp_path, "regressions", "--json").stdout) if r["id"] == 3]
+    assert newer.index(third_record["good"]) < culprit <= newer.index(third_record["bad"]), third_record
+
+
 @pytest.mark.parametrize(("text", "line", "message"), [
     ("narrow: sometimes\n", 1, "narrow must be true (regressions), all (improvements too) or false"),
     ("colour: blue\n", 1, "unknown key 'colour'"),

@@ -91,6 +91,14 @@ def is_ancestor(repo: Path, older: str, newer: str) -> bool:
     return _git(repo, "merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
 
 
+def merge_base(repo: Path, one: str, other: str) -> str | None:
+    """The newest commit both histories hold; None when they share none, or when `one`
+    or `other` is gone from the repository (a rewritten branch's old commits, pruned)."""
+    proc = _git(repo, "merge-base", one, other, check=False)
+    base = proc.stdout.strip() if proc.returncode == 0 else ""
+    return base or None
+
+
 def _commits(text: str) -> list[Commit]:
     commits = []
     for line in text.splitlines():

@@ -76,6 +76,13 @@ class TrackerQueries:
             assert row is not None
             row.head, row.updated_at = head, datetime.now(UTC)
 
+    def set_tracker_since(self, name: str, since: str) -> None:
+        """Where tracking starts, moved: only when the branch was rewritten below it."""
+        with self._session.begin() as session:
+            row = session.get(TrackerRow, name)
+            assert row is not None
+            row.since, row.updated_at = since, datetime.now(UTC)
+
     def forget_tracker(self, name: str) -> None:
         """The tracker and its daily numbers; its runs and regressions stay."""
         with self._session.begin() as session:

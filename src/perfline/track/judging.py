@@ -60,9 +60,14 @@ class Found:
     new: bool
 
 
-def tracker_series(store: Store, spec: TrackerSpec, repo: Path, where: Measuring) -> list[Series]:
-    """The tracker's series: its own runs where it measures, in the branch's order."""
-    values = where.series_values([v for v in store.metric_values() if v.run.label == spec.name])
+def tracker_series(store: Store, spec: TrackerSpec, repo: Path, where: Measuring,
+                   history: Sequence[git.Commit]) -> list[Series]:
+    """The tracker's series: its own runs where it measures, of the commits of `history`
+    (the branch from `since`: a rewritten branch's old commits are left out, or the two
+    histories' runs would be read as one, with steps where they join), in its order."""
+    on_branch = {c.sha for c in history}
+    values = where.series_values([v for v in store.metric_values()
+                                  if v.run.label == spec.name and v.run.kernel_commit in on_branch])
     return build_series(values, repo) if values else []
 
 

@@ -59,6 +59,17 @@ def resolve_since(spec: TrackerSpec, repo: Path, head: str) -> str:
     return sha
 
 
+def since_after_rewrite(spec: TrackerSpec, repo: Path, head: str, kept: str) -> str:
+    """Where tracking starts once the branch was rewritten below `kept`, the commit it
+    started at (linux-next is rebuilt every day; a topic branch is rebased): the file's
+    `since` resolved again on the new history; without one, the newest commit the old and
+    new histories share, so that tracking goes on from where they part; the head when
+    they share none."""
+    if spec.since is not None:
+        return resolve_since(spec, repo, head)
+    return git.merge_base(repo, kept, head) or head
+
+
 def check(spec: TrackerSpec, notify: Notify) -> None:
     """What the file names in git (branch, since, reference) exists, and its jobs can be
     measured where the tracker measures them (a kernel tracker: booted in a VM, or by a

@@ -37,7 +37,7 @@ def tracker_states(store: Store, names: list[str], notify: Notify) -> list[Track
         states.append(TrackerState(tracker, tested[-1] if tested else None, len(tested), len(todo),
                                    len(open_regressions(store, name)),
                                    Budget.today(store, name, spec.runs_per_day, now).left(),
-                                   store.daily_numbers(name), _noise(tracker_series(store, spec, repo, where))))
+                                   store.daily_numbers(name), _noise(tracker_series(store, spec, repo, where, history))))
     return states
 
 

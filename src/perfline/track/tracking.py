@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfline import git
@@ -20,12 +21,13 @@ from perfline.records.status import BisectionStatus, RegressionStatus
 from perfline.runner import RunContext
 from perfline.runner.kexec_resume import THIS_MACHINE, BootSteps
 from perfline.store import Regression, Store
+from perfline.store.trackers import TrackerRecord
 from perfline.track import kexec_tests, mailing
 from perfline.track.budget import Budget
 from perfline.track.judging import Found, daily_numbers, judge_history, open_regressions, tracker_series
 from perfline.track.machines import measuring
 from perfline.track.narrowing import narrow
-from perfline.track.repository import local_repo, resolve_since
+from perfline.track.repository import local_repo, resolve_since, since_after_rewrite
 from perfline.track.testing import Tested, builder_for, pending, test_commit
 from perfline.track.tracker_file import TrackerSpec
 
@@ -71,8 +73,9 @@ def _pass(store: Store, spec: TrackerSpec, ctx: RunContext, queue: FleetQueue | 
     head = git.resolve(repo, ref)
     tracker = store.ensure_tracker(spec.name, str(spec.path.resolve()), str(repo), spec.branch,
                                    resolve_since(spec, repo, head))
+    since = _since_on_the_branch(store, spec, repo, tracker, head, notify)
     store.set_tracker_head(spec.name, head)
-    history = [git.commit_info(repo, tracker.since), *git.first_parent(repo, tracker.since, head)]
+    history = [git.commit_info(repo, since), *git.first_parent(repo, since, head)]
     # Kept now, while the tree is at hand: the commits tested, and the ranges bisected
     # (first-parent too), are named by reports and pages after it is gone.
     store.remember_commits(history)
@@ -81,9 +84,12 @@ def _pass(store: Store, spec: TrackerSpec, ctx: RunContext, queue: FleetQueue | 
     where = measuring(store, spec)
     done = Pass(head=head)
 
+    on_branch = {c.sha for c in history}
+
     def narrow_all(which: Callable[[Regression], bool]) -> None:
         for regression in open_regressions(store, spec.name, spec.narrow):
-            if which(regression) and budget.left() > 0:
+            if which(regression) and budget.left() > 0 and not _left_the_branch(store, spec, regression, on_branch,
+                                                                                 notify):
                 done.narrowed.append(narrow(store, spec, regression, repo, builder, ctx, budget, progress, notify,
                                             pace_tolerance, queue, boot_steps))
 
@@ -107,7 +113,7 @@ def _pass(store: Store, spec: TrackerSpec, ctx: RunContext, queue: FleetQueue | 
             done.tested.append(test_commit(spec, commit, store, builder, ctx, where, budget, notify, boot_steps))
     done.pending = sum(not t.complete for t in done.tested) + len(todo) - len(done.tested)
     # The tracker's series, read once for both: the records and the daily numbers.
-    tracked = tracker_series(store, spec, repo, where)
+    tracked = tracker_series(store, spec, repo, where, history)
     done.found = judge_history(store, spec, tracked, notify)
     store.set_daily_numbers(spec.name, daily_numbers(spec, repo, tracked, history))
     if spec.narrow:  # regressions, then improvements (`narrow: all`), each oldest first
@@ -116,6 +122,39 @@ def _pass(store: Store, spec: TrackerSpec, ctx: RunContext, queue: FleetQueue | 
     mailing.queue(store, spec, now, notify)
     mailing.flush(store, spec, notify)
     return done
+
+
+def _since_on_the_branch(store: Store, spec: TrackerSpec, repo: Path, tracker: TrackerRecord, head: str,
+                         notify: Notify) -> str:
+    """The commit tracking starts at, on the branch's history as it is now. A branch
+    rewritten since the last pass (force-pushed, rebased, rebuilt as linux-next is) is
+    followed, and said so: its commits that are gone keep their runs in the store, but
+    the tracker's series, numbers and records are of the history it has now."""
+    since = tracker.since
+    if not git.is_ancestor(repo, since, head):
+        since = since_after_rewrite(spec, repo, head, tracker.since)
+        store.set_tracker_since(spec.name, since)
+        notify(f"{spec.branch} was rewritten below {tracker.since[:12]}, where tracking started: it starts again "
+               f"at {since[:12]} ({'since: ' + spec.since if spec.since else 'where the two histories part'})")
+    if tracker.head is not None and not git.is_ancestor(repo, tracker.head, head):
+        notify(f"{spec.branch} was rewritten: the last pass's head {tracker.head[:12]} is not on it; the commits "
+               "no longer on it keep their runs in the store, out of the tracker's series and records")
+    return since
+
+
+def _left_the_branch(store: Store, spec: TrackerSpec, regression: Regression, on_branch: set[str],
+                     notify: Notify) -> bool:
+    """Whether a record's tested commits left the branch when it was rewritten. It is not
+    narrowed (its bisection would name a commit the branch no longer has; the new
+    history's change, if it is there, has a record of its own) and says so once."""
+    if all(sha is None or sha in on_branch for sha in (regression.good, regression.bad)):
+        return False
+    note = (f"not narrowed: {str(regression.good)[:12]}..{str(regression.bad)[:12]} is no longer on "
+            f"{spec.branch} (rewritten)")
+    if regression.note != note:
+        store.set_regression_status(regression.id, regression.status, note)
+        notify(f"{regression.kind} {regression.id}: {note}")
+    return True
 
 
 def _release_trees(store: Store, spec: TrackerSpec, builder: Builder, tested: list[str]) -> None:
