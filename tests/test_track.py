@@ -264,6 +264,37 @@ def test_narrow_all_names_the_commit_of_an_improvement(tmp_path: Path, monkeypat
     assert improvement["culprit_subject"] == f"change {CULPRIT} (less work)"
 
 
+def test_a_pass_started_while_one_runs_does_nothing_and_a_killed_ones_lock_is_gone(project: Path) -> None:
+    """Cron starting `track run --once` while the last pass still runs (every commit
+    selected, so it runs for a minute): the second exits 1 at once with one line naming
+    the first's pid and runs nothing. The first is SIGKILLed; the next pass runs (the
+    kernel dropped the lock) and no commit has two runs."""
+    text = TRACKER.read_text().replace("narrow: true ", "narrow: false")
+    (project / "tracker.yaml").write_text(text.replace("  every: 8 ", "  every: 1 "))
+    first = subprocess.Popen([sys.executable, "-m", "perfline", "--db", str(project / "db"), "track", "run",
+                              "tracker.yaml", "--once"], cwd=project, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        lock = project / "cache" / "track" / "demo" / "pass.lock"
+        deadline = time.monotonic() + 60
+        while not (lock.exists() and lock.read_text().startswith(f"pid {first.pid} since ")):
+            assert time.monotonic() < deadline and first.poll() is None, "the first pass never took the tracker"
+            time.sleep(0.1)
+        second = track_run(project)
+        assert first.poll() is None  # still running: the second was turned away by it
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    assert second.returncode == 1, second.stderr
+    assert second.stderr.startswith(f"error: tracker demo: a pass is already running (pid {first.pid} since ")
+    assert len(second.stderr.splitlines()) == 1, second.stderr
+    (project / "tracker.yaml").write_text(text)
+    third = track_run(project)
+    assert third.returncode == 0, third.stderr
+    runs = runs_per_commit(project)
+    assert set(shas(project)[23::8]) <= set(runs) and all(n == 1 for n in runs.values()), runs
+
+
 def rewrite(src: Path, first: int, mark: str) -> list[str]:
     """Force-push as linux-next's daily rebuild does: commits `first`.. of main made anew
     (same trees, subjects ending in `mark`, so new shas), main moved to them. The new

@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 
 from perfline.cli.bisect import PaceOption, _pace_tolerance
-from perfline.cli.common import EXIT_INTERRUPTED, console, errors, fail, notify, open_store, state
+from perfline.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, console, errors, fail, notify, open_store, state
 from perfline.cli.help_style import App
 from perfline.targets import local
 
@@ -100,9 +100,27 @@ def run(
     spec = _load(file)
     tolerance = _pace_tolerance(pace_tolerance)
     _require_kexec_allowed(spec)  # before the tree is fetched or the store opened
-    check(spec, notify)
-    store = open_store()
-    _passes(store, spec, file, once, interval, tolerance)
+    with _one_pass_at_a_time(spec):
+        check(spec, notify)
+        store = open_store()
+        _passes(store, spec, file, once, interval, tolerance)
+
+
+@contextmanager
+def _one_pass_at_a_time(spec: TrackerSpec) -> Iterator[None]:
+    """Only one `track run` of a tracker on this machine at a time (a cron pass that
+    starts while the last one still runs): two would test the same pending commits and
+    bisect the same record, and each one's runs would disturb the other's. The later one
+    does nothing and exits 1, saying who holds the tracker."""
+    from perfline.system.files import Held, held_alone
+    from perfline.targets.kernels import cache_dir
+
+    try:
+        with held_alone(cache_dir() / "track" / spec.name / "pass.lock"):
+            yield
+    except Held as held:
+        raise fail(f"tracker {spec.name}: a pass is already running ({held}); this one does nothing (two at once "
+                   "would test the same commits and disturb each other's runs)", EXIT_FAILED) from None
 
 
 def _require_kexec_allowed(spec: TrackerSpec) -> None:
@@ -121,8 +139,9 @@ def carry_on(store: Store, name: str, boot_steps: BootSteps | None = None) -> No
 
     tracker = store.tracker(name)
     spec = _load(Path(tracker.file))
-    check(spec, notify)
-    _passes(store, spec, Path(tracker.file), True, 0.0, _pace_tolerance("10%"), boot_steps)
+    with _one_pass_at_a_time(spec):
+        check(spec, notify)
+        _passes(store, spec, Path(tracker.file), True, 0.0, _pace_tolerance("10%"), boot_steps)
 
 
 def _passes(store: Store, spec: TrackerSpec, file: Path, once: bool, interval: float, tolerance: float | None,

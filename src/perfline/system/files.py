@@ -6,6 +6,7 @@ import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 
@@ -47,6 +48,33 @@ def locked(path: Path) -> Iterator[None]:
     with path.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class Held(RuntimeError):
+    """Another process holds the lock; the message is what it wrote in the file (its pid
+    and since when)."""
+
+
+@contextmanager
+def held_alone(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (made if missing), or raise Held at once, without
+    waiting, when another process holds it. The holder writes its pid and the time into
+    the file for the one turned away; a killed holder's lock is dropped by the kernel
+    (its words stay in the file until the next holder writes its own)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            raise Held(handle.read().strip() or "a process") from None
+        try:
+            handle.truncate(0)
+            handle.write(f"pid {os.getpid()} since {datetime.now().astimezone():%Y-%m-%d %H:%M:%S %Z}")
+            handle.flush()
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
