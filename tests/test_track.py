@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import sqlite3
@@ -354,6 +355,105 @@ def test_a_rewritten_branch_is_followed_and_records_of_its_old_commits_are_not_n
     assert (status["since"], status["head"], status["tested"], status["pending"]) == (newer[7], newer[-1], 5, 0)
     [third_record] = [r for r in json.loads(perfline(tmp_path, "regressions", "--json").stdout) if r["id"] == 3]
     assert newer.index(third_record["good"]) < culprit <= newer.index(third_record["bad"]), third_record
+
+
+def git_in(src: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(src), "-c", "user.name=Dev", "-c", "user.email=dev@example.org", *args],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def merged_history(src: Path, evil: bool) -> dict[str, str]:
+    """bench.c's project with a mainline of 24 commits and a topic branch of 6, forked
+    at mainline commit 8 and merged (--no-ff) as mainline commit 14. `evil`: the topic's
+    commits leave the work alone and the merge commit itself adds 8% (a resolution that
+    changes the code); else topic commit 3 does. Subjects to shas."""
+    src.mkdir()
+    git_in(src, "init", "-q", "-b", "main")
+    for name in ("bench.c", "Makefile"):
+        shutil.copy(MAKE_REPO.parent / name, src / name)
+    work = src / "work.h"
+    work.write_text("#define WORK 2000000UL\n")
+
+    def commit(subject: str, path: str = "NOTES") -> None:
+        (src / path).write_text(f"{subject}\n")
+        git_in(src, "add", ".")
+        git_in(src, "commit", "-qm", subject)
+
+    for i in range(24):
+        if i == 9:
+            git_in(src, "checkout", "-q", "-b", "topic")  # from mainline commit 8
+            for t in range(6):
+                if t == 3 and not evil:
+                    work.write_text("#define WORK 2160000UL\n")
+                commit(f"topic {t}{' (more work)' if t == 3 and not evil else ''}", "TOPIC")
+            git_in(src, "checkout", "-q", "main")
+        if i == 14:
+            git_in(src, "merge", "-q", "--no-ff", "--no-commit", "topic")
+            if evil:
+                work.write_text("#define WORK 2160000UL\n")
+            git_in(src, "add", ".")
+            git_in(src, "commit", "-qm", "Merge branch 'topic'")
+            continue
+        commit(f"change {i}")
+    log = git_in(src, "log", "--all", "--format=%H %s")
+    return {subject: sha for sha, subject in (line.split(" ", 1) for line in log.splitlines())}
+
+
+@pytest.mark.parametrize("evil", [False, True], ids=["topic-commit", "evil-merge"])
+def test_a_merge_culprit_is_followed_into_the_branch_it_merged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               evil: bool) -> None:
+    """The first-parent bisection names the merge; a second bisection over the branch it
+    brought in (fork..topic tip) names the topic's commit. When the branch alone shows no
+    change (the merge commit itself adds the work), the answer is the merge, saying why."""
+    make_project(tmp_path, monkeypatch, "1")
+    shutil.rmtree(tmp_path / "src")
+    commits = merged_history(tmp_path / "src", evil)
+    (tmp_path / "tracker.yaml").write_text(
+        TRACKER.read_text().replace("  every: 8 ", "  every: 4 ").replace("since: HEAD~40", "since: HEAD~16"))
+    done = track_run(tmp_path)
+    assert done.returncode == 0, done.stderr
+    [regression] = [r for r in json.loads(perfline(tmp_path, "regressions", "--json").stdout)
+                    if r["kind"] == "regression"]
+    merge = commits["Merge branch 'topic'"]
+    assert regression["status"] == "bisected", done.stderr[-3000:]
+    culprit = merge if evil else commits["topic 3 (more work)"]
+    assert regression["culprit"] == culprit, (regression, done.stderr[-3000:])
+    fork, tip = commits["change 8"], commits["topic 5"]
+    assert f"found merge {merge[:12]}: bisecting the branch it brought in, {fork[:12]}..{tip[:12]}" in done.stderr, \
+        [line for line in done.stderr.splitlines() if "merge" in line]
+    if evil:
+        assert regression["note"].startswith(f"bisection 1: found, culprit {merge[:12]} Merge branch 'topic'; its "
+                                             f"branch {fork[:12]}..{tip[:12]} alone shows no change (bisection 2)")
+    else:
+        assert regression["note"] == (f"bisection 1: found merge {merge[:12]} Merge branch 'topic'; into the branch "
+                                      f"it merged ({fork[:12]}..{tip[:12]}), bisection 2: found, culprit "
+                                      f"{culprit[:12]} topic 3 (more work)")
+
+
+def test_bisect_start_says_how_to_bisect_the_branch_of_a_merge_culprit(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`perfline bisect start` over the mainline names the merge, and prints the command
+    that bisects the branch it brought in; that command names the topic's commit."""
+    make_project(tmp_path, monkeypatch, "1")
+    shutil.rmtree(tmp_path / "src")
+    commits = merged_history(tmp_path / "src", evil=False)
+    merge, fork, tip = commits["Merge branch 'topic'"], commits["change 8"], commits["topic 5"]
+    args = ["--build", "make -s", "--command", "./bench", "--direction", "lower"]
+    outer = perfline(tmp_path, "bisect", "start", "--repo", "src", "--good", commits["change 11"], "--bad",
+                     commits["change 15"], *args)
+    assert outer.returncode == 0, outer.stderr
+    lines = outer.stdout.splitlines()
+    said = lines.index(f"the culprit is a merge: the change came in with the branch it merged, {fork[:12]}.."
+                       f"{tip[:12]}; bisect that with")
+    command = shlex.split(lines[said + 1])
+    assert command == ["perfline", "bisect", "start", "--good", fork, "--bad", tip, "--repo",
+                       str((tmp_path / "src").resolve()), *args]
+    inner = perfline(tmp_path, *command[1:], "--json")
+    assert inner.returncode == 0, inner.stderr
+    assert json.loads(inner.stdout)["culprit"] == commits["topic 3 (more work)"]
+    with sqlite3.connect(tmp_path / "db") as connection:
+        [(result,)] = connection.execute("SELECT result FROM bisections WHERE id = 1").fetchall()
+    assert json.loads(result)["culprit"] == merge
 
 
 @pytest.mark.parametrize(("text", "line", "message"), [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,7 +20,7 @@ from perfline.system.speed import PATIENCE_S
 if TYPE_CHECKING:
     from perfline.bisect.driver import Progress as ProbeProgress
     from perfline.store import Store
-    from perfline.store.bisections import BisectionRecord
+    from perfline.store.bisections import BisectionRecord, BisectionSpec
 
 # The bisection core needs scipy; it is imported inside the commands that use it, so
 # that every other perfline command starts without loading it.
@@ -150,6 +151,7 @@ def carry_on(store: Store, record: BisectionRecord) -> None:
 
 def _run(store: Store, record: BisectionRecord, as_json: bool, pace_tolerance: float | None,
          patience_s: float = PATIENCE_S) -> None:
+    from perfline.bisect.merges import merged_branch
     from perfline.bisect.session import BisectionFailed, commits_of, run
     from perfline.records.status import BisectionStatus
     from perfline.report.bisection import outcome_lines, probes_table
@@ -171,15 +173,36 @@ def _run(store: Store, record: BisectionRecord, as_json: bool, pace_tolerance: f
         except KeyboardInterrupt:
             errors.print(f"[yellow]interrupted: `perfline bisect resume {record.id}` continues[/yellow]")
             raise typer.Exit(EXIT_INTERRUPTED) from None
+    found = outcome.to_json()
+    branch = (merged_branch(Path(record.spec.repo), found["culprit"])
+              if outcome.result.status == BisectionStatus.FOUND and found["culprit"] else None)
     if as_json:
-        print(json.dumps(outcome.to_json(), indent=2))
+        if branch is not None:
+            found["merged_branch"] = {"merge": branch.merge, "fork": branch.fork, "tip": branch.tip}
+        print(json.dumps(found, indent=2))
     else:
         commits = commits_of(record)
         console.print(probes_table(store, outcome.record, commits))
         for line in outcome_lines(outcome, commits):
             console.print(line)
+        if branch is not None:
+            # A first-parent bisection stops at the merge; the tracker goes on into its
+            # branch by itself (track.narrowing), here the user is told how.
+            console.print(f"the culprit is a merge: the change came in with the branch it merged, "
+                          f"{branch.fork[:12]}..{branch.tip[:12]}; bisect that with\n  "
+                          f"{escape(_start_command(record.spec, branch.fork, branch.tip))}",
+                          highlight=False, soft_wrap=True)
     if outcome.result.status not in (BisectionStatus.FOUND, BisectionStatus.RANGE):
         raise typer.Exit(EXIT_FAILED)
+
+
+def _start_command(spec: BisectionSpec, good: str, bad: str) -> str:
+    """The `perfline bisect start` of the bisection's build and benchmark over good..bad."""
+    where = (["--kernel-tree", spec.repo, "--config", spec.kernel_config_source or str(spec.kernel_config)]
+             if spec.kernel_config else ["--repo", spec.repo, "--build", spec.build])
+    what = (["--job", spec.job, "--metric", spec.metric] if spec.job
+            else ["--command", str(spec.command), "--direction", spec.direction])
+    return shlex.join(["perfline", "bisect", "start", "--good", good, "--bad", bad, *where, *what])
 
 
 @contextmanager

@@ -91,6 +91,11 @@ def is_ancestor(repo: Path, older: str, newer: str) -> bool:
     return _git(repo, "merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
 
 
+def parents(repo: Path, rev: str) -> list[str]:
+    """The full shas of the commit's parents, first parent first (two or more: a merge)."""
+    return _out(repo, "rev-list", "--parents", "-n", "1", resolve(repo, rev)).split()[1:]
+
+
 def merge_base(repo: Path, one: str, other: str) -> str | None:
     """The newest commit both histories hold; None when they share none, or when `one`
     or `other` is gone from the repository (a rewritten branch's old commits, pruned)."""

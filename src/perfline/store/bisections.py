@@ -92,13 +92,21 @@ class BisectionQueries:
                 which = (f"with id {bisection_id}" if bisection_id is not None
                          else "unfinished" if unfinished else "yet")
                 raise BisectionNotFound(f"no bisection {which} (start one with `perfline bisect start`)")
-            spec = BisectionSpec(
-                repo=row.repo, good=row.good, bad=row.bad, commits=list(row.commits),
-                build=row.build, command=row.command, job=row.job, metric=row.metric,
-                direction=row.direction, max_runs=row.max_runs, kernel_config=row.kernel_config,
-                kernel_config_source=row.kernel_config_source,
-            )
-            return BisectionRecord(row.id, spec, row.status, row.result, row.created_at)
+            return _bisection(row)
+
+    def bisection_of_range(self, repo: str, good: str, bad: str, job: str, metric: str,
+                           after: int) -> BisectionRecord | None:
+        """The newest bisection of this range (as started: full shas), job and metric
+        started after bisection `after`: a tracker's bisection into the branch a merge
+        brought in, found again by the passes after the one that started it."""
+        with self._session() as session:
+            row = session.scalars(
+                select(BisectionRow).where(
+                    BisectionRow.id > after, BisectionRow.repo == repo, BisectionRow.good == good,
+                    BisectionRow.bad == bad, BisectionRow.job == job, BisectionRow.metric == metric,
+                ).order_by(BisectionRow.id.desc())
+            ).first()
+            return None if row is None else _bisection(row)
 
     def add_bisect_sample(self, bisection_id: int, sample: BisectSample) -> None:
         with self._session.begin() as session:
@@ -130,3 +138,13 @@ class BisectionQueries:
             row = by_id(session, BisectionRow, bisection_id)
             assert row is not None
             row.status, row.result, row.updated_at = status, result, datetime.now(UTC)
+
+
+def _bisection(row: BisectionRow) -> BisectionRecord:
+    spec = BisectionSpec(
+        repo=row.repo, good=row.good, bad=row.bad, commits=list(row.commits),
+        build=row.build, command=row.command, job=row.job, metric=row.metric,
+        direction=row.direction, max_runs=row.max_runs, kernel_config=row.kernel_config,
+        kernel_config_source=row.kernel_config_source,
+    )
+    return BisectionRecord(row.id, spec, row.status, row.result, row.created_at)

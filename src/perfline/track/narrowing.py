@@ -18,6 +18,7 @@ from perfline.analysis import kexec_confirm
 from perfline.analysis.regressions import CannotConfirm, Reproduction, confirm, transition, why_label
 from perfline.bisect import session
 from perfline.bisect.driver import Progress
+from perfline.bisect.merges import MAX_DEPTH, MergedBranch, merged_branch
 from perfline.bisect.session import BisectionFailed, StartRequest
 from perfline.builds.worktree import Builder
 from perfline.git import commit_info
@@ -177,32 +178,91 @@ def confirm_pairs(strength: float) -> int:
 def _bisect(store: Store, spec: TrackerSpec, regression: Regression, repo: Path, budget: Budget,
             progress: Progress, notify: Notify, pace_tolerance: float | None,
             queue: FleetQueue | None, boot_steps: BootSteps) -> Regression:
+    """The record's bisection carried on to its answer; a culprit that is a merge is
+    followed into the branch it brought in (bisect.merges), one bisection a level."""
     record = _bisection_of(store, spec, regression, repo, budget, notify)
     if record is None:
         return regression
-    if record.status == BisectionStatus.RUNNING:
-        if budget.left() == 0:
+    found: list[tuple[BisectionRecord, MergedBranch]] = []  # the merges named, outermost first
+    while True:
+        record = _carry_out(store, spec, regression, record, budget, progress, notify, pace_tolerance, queue,
+                            boot_steps)
+        if record is None or record.status == BisectionStatus.RUNNING:
+            return regression  # paused (the day's budget, a slow machine) or stopped: the next pass goes on
+        culprit = (record.result or {}).get("culprit") if record.status == BisectionStatus.FOUND else None
+        branch = merged_branch(repo, culprit) if culprit and len(found) < MAX_DEPTH else None
+        if branch is None:
+            break
+        inner = _bisection_into(store, spec, regression, record, branch, budget, notify)
+        if inner is None:
             return regression
-        if queue is not None:
-            from perfline.track import on_fleet
-
-            record = on_fleet.bisect(spec, record, budget.left(), pace_tolerance, store, queue, notify)
-        else:
-            try:
-                session.run(store, record, progress, notify, pace_tolerance, allowed=lambda: budget.left() > 0,
-                            boot_steps=boot_steps)
-            except BisectionFailed as exc:
-                notify(f"regression {regression.id}: {exc}")
-                return regression
-            record = store.bisection(record.id)
+        found.append((record, branch))
+        record = inner
+    steps = [f"bisection {outer.id}: found merge {branch.merge[:12]} {commit_info(repo, branch.merge).subject}; "
+             f"into the branch it merged ({branch.fork[:12]}..{branch.tip[:12]}), " for outer, branch in found]
     result = record.result or {}
     culprits: list[str] = result.get("culprits") or ([result["culprit"]] if result.get("culprit") else [])
+    if found and (record.status not in (BisectionStatus.FOUND, BisectionStatus.RANGE) or not culprits):
+        # The branch alone does not show the change (it came with the merge itself, e.g.
+        # a conflict with the mainline), or its bisection could not say where: the merge,
+        # which a confirmed bisection found, is the answer.
+        outer, branch = found[-1]
+        why = (f"; its branch {branch.fork[:12]}..{branch.tip[:12]} alone shows no change (bisection {record.id}): "
+               "the change came with the merge" if record.status == BisectionStatus.NO_CHANGE else
+               f"; into its branch {branch.fork[:12]}..{branch.tip[:12]}, bisection {record.id} ended "
+               f"{record.status}{f' (best guess {culprits[0][:12]})' if len(culprits) == 1 else ''}: the merge is "
+               "the answer")
+        return _record_culprit(store, regression, outer, repo, [branch.merge], {}, notify, via="".join(steps[:-1]),
+                               after=why)
     if record.status in NAMED and culprits:
         regression = _record_culprit(store, regression, record, repo, culprits, result.get("untestable") or {},
-                                     notify)
-    elif record.status != BisectionStatus.RUNNING:
+                                     notify, via="".join(steps))
+    else:
         notify(f"regression {regression.id}: bisection {record.id} ended {record.status}; left confirmed")
     return regression
+
+
+def _carry_out(store: Store, spec: TrackerSpec, regression: Regression, record: BisectionRecord, budget: Budget,
+               progress: Progress, notify: Notify, pace_tolerance: float | None, queue: FleetQueue | None,
+               boot_steps: BootSteps) -> BisectionRecord | None:
+    """The bisection run on from where it is, within the budget: the record as it is
+    then (ended, failed, or paused by the budget), or None when it stopped for now (told
+    why: a machine that stays slow)."""
+    if record.status != BisectionStatus.RUNNING:
+        return record
+    if budget.left() == 0:
+        return None
+    if queue is not None:
+        from perfline.track import on_fleet
+
+        return on_fleet.bisect(spec, record, budget.left(), pace_tolerance, store, queue, notify)
+    try:
+        session.run(store, record, progress, notify, pace_tolerance, allowed=lambda: budget.left() > 0,
+                    boot_steps=boot_steps)
+    except BisectionFailed as exc:
+        notify(f"regression {regression.id}: {exc}")
+        # Failed for good (an endpoint does not build): an answer too, to the caller.
+        return exc.record if exc.record.status == BisectionStatus.FAILED else None
+    return store.bisection(record.id)
+
+
+def _bisection_into(store: Store, spec: TrackerSpec, regression: Regression, outer: BisectionRecord,
+                    branch: MergedBranch, budget: Budget, notify: Notify) -> BisectionRecord | None:
+    """The bisection of the branch a merge culprit brought in: found again (a later
+    pass), or started now if the budget allows; None when it does not."""
+    assert outer.spec.job is not None  # a tracker's bisections run its job
+    record = store.bisection_of_range(outer.spec.repo, branch.fork, branch.tip, outer.spec.job, outer.spec.metric,
+                                      outer.id)
+    if record is None:
+        if budget.left() == 0:
+            return None
+        notify(f"regression {regression.id}: bisection {outer.id} found merge {branch.merge[:12]}: bisecting the "
+               f"branch it brought in, {branch.fork[:12]}..{branch.tip[:12]}")
+        record = session.start(store, _request(spec, Path(outer.spec.repo), branch.fork, branch.tip,
+                                               Path(outer.spec.job), outer.spec.metric, outer.spec.direction), notify)
+    if (label := f"bisect-{record.id}") not in budget.labels:
+        budget.labels.append(label)  # its runs count against the day's budget, on every pass
+    return record
 
 
 # Bisection outcomes that name commits: the culprit or the range, or the best guess.
@@ -210,19 +270,20 @@ NAMED = (BisectionStatus.FOUND, BisectionStatus.RANGE, BisectionStatus.UNCONFIRM
 
 
 def _record_culprit(store: Store, regression: Regression, record: BisectionRecord, repo: Path, culprits: list[str],
-                    untestable: dict[str, str], notify: Notify) -> Regression:
+                    untestable: dict[str, str], notify: Notify, via: str = "", after: str = "") -> Regression:
     """The bisection's answer on the record: one culprit, or the range of commits the
     change may be in when a commit next to it could not be tested (never one of them
-    picked: git bisect's "the first bad commit could be any of")."""
+    picked: git bisect's "the first bad commit could be any of"). `via`: the merges the
+    answer was followed into; `after`: why the answer is a merge."""
     commits = [commit_info(repo, sha) for sha in culprits]
     if len(commits) == 1:
         [commit] = commits
         regression = store.set_regression_narrowing(regression.id, culprit=commit.sha, culprit_subject=commit.subject)
-        note = f"bisection {record.id}: {record.status}, culprit {commit.sha[:12]} {commit.subject}"
+        note = f"{via}bisection {record.id}: {record.status}, culprit {commit.sha[:12]} {commit.subject}{after}"
     else:
         suspects = [Suspect(c.sha, c.subject, untestable.get(c.sha, "measured bad")) for c in commits]
         regression = store.set_regression_narrowing(regression.id, culprits=suspects)
-        note = (f"bisection {record.id}: {record.status}, the first bad commit could be any of: "
+        note = (f"{via}bisection {record.id}: {record.status}, the first bad commit could be any of: "
                 + "; ".join(f"{s.sha[:12]} {s.subject} ({s.why})" for s in suspects))
     # A bisection out of runs names its best guess, which is not a finding.
     status = RegressionStatus.BUDGET if record.status == BisectionStatus.BUDGET else RegressionStatus.BISECTED
@@ -246,18 +307,23 @@ def _bisection_of(store: Store, spec: TrackerSpec, regression: Regression, repo:
     if job is None:
         notify(f"regression {regression.id}: its job has several cases; bisect it by hand with a one-case job")
         return None
-    direction = _direction(store, regression)
-    booted = spec.kernel_config is not None
-    request = StartRequest(
-        good=regression.good, bad=regression.bad, repo=None if booted else repo,
-        build=None if booted else spec.build, kernel_tree=repo if booted else None, config=spec.kernel_config,
-        job=job, metric=regression.metric, direction=direction, max_runs=BISECT_MAX_RUNS,
-        on_lab=booted and spec.fleet_class is not None,
-    )
+    request = _request(spec, repo, regression.good, regression.bad, job, regression.metric,
+                       _direction(store, regression))
     record = session.start(store, request, notify)
     store.set_regression_narrowing(regression.id, bisection_id=record.id)
     budget.labels.append(f"bisect-{record.id}")
     return record
+
+
+def _request(spec: TrackerSpec, repo: Path, good: str, bad: str, job: Path, metric: str,
+             direction: str) -> StartRequest:
+    """A bisection of the tracker's job over good..bad, built as the tracker builds."""
+    booted = spec.kernel_config is not None
+    return StartRequest(
+        good=good, bad=bad, repo=None if booted else repo, build=None if booted else spec.build,
+        kernel_tree=repo if booted else None, config=spec.kernel_config, job=job, metric=metric,
+        direction=direction, max_runs=BISECT_MAX_RUNS, on_lab=booted and spec.fleet_class is not None,
+    )
 
 
 def _job_file(spec: TrackerSpec, regression: Regression) -> Path | None:
