@@ -428,6 +428,22 @@ def test_a_merge_culprit_is_followed_into_the_branch_it_merged(tmp_path: Path, m
         assert regression["note"] == (f"bisection 1: found merge {merge[:12]} Merge branch 'topic'; into the branch "
                                       f"it merged ({fork[:12]}..{tip[:12]}), bisection 2: found, culprit "
                                       f"{culprit[:12]} topic 3 (more work)")
+    # The dashboard's chart puts the culprit where it came into the branch: at its merge.
+    from fastapi.testclient import TestClient
+
+    from perfline.web.app import create_app
+    from perfline.web.assets import vendor_dir
+    from perfline.web.auth import Tokens
+
+    store = Store.open(str(tmp_path / "db"))
+    [tracker] = TestClient(create_app(store, Tokens({}), vendor_dir())).get("/api/trackers").json()
+    [placed] = [c for mark in tracker["marks"] for c in mark["culprits"]]
+    since = store.tracker("demo").since
+    assert (placed["commit"], placed["position"]) == (culprit, int(git_in(tmp_path / "src", "rev-list",
+                                                                          "--first-parent", "--count",
+                                                                          f"{since}..{merge}")))
+    graph = perfline(tmp_path, "track", "graph", "demo", "--png", str(tmp_path / "demo.png"))
+    assert graph.returncode == 0, graph.stderr
 
 
 def test_bisect_start_says_how_to_bisect_the_branch_of_a_merge_culprit(tmp_path: Path,

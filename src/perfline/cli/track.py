@@ -245,6 +245,7 @@ def graph(
 
     Example: perfline track graph demo --png demo.png
     """
+    from perfline.bisect.merges import entered_at
     from perfline.report.tracking import draw_graph
     from perfline.track.repository import local_repo_here
 
@@ -255,7 +256,11 @@ def graph(
         raise fail(f"tracker {name} has no tested commit yet: `perfline track run {tracker.file}`")
     _, _, history = local_repo_here(store, _load(Path(tracker.file)))
     positions = {c.sha: i for i, c in enumerate(history)}
-    draw_graph(name, numbers, store.regressions(tracker=name), positions, png)
+    regressions = store.regressions(tracker=name)
+    for r in regressions:  # a culprit inside a merged branch is drawn at its merge
+        if r.culprit and r.culprit not in positions and (merge := entered_at(store, r)) in positions:
+            positions[r.culprit] = positions[merge]
+    draw_graph(name, numbers, regressions, positions, png)
     console.print(f"wrote {png}")
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from perfline.bisect.merges import entered_at
 from perfline.store import Regression, Store
 from perfline.store.bisections import BisectionNotFound
 from perfline.store.trackers import DailyNumber
@@ -42,12 +43,15 @@ def tracker_marks(store: Store, tracker: str, numbers: list[DailyNumber]) -> lis
 
 
 def _position(store: Store, r: Regression, commit: str, start: int) -> int | None:
-    """The culprit's first-parent position, from its bisection's commits; None when the
-    bisection is gone or does not hold it."""
+    """The culprit's first-parent position, from its bisection's commits (one inside a
+    branch a merge brought in: its merge's); None when the bisection is gone or does not
+    hold it."""
     if r.bisection_id is None:
         return None
     try:
         commits = store.bisection(r.bisection_id).spec.commits
     except BisectionNotFound:
         return None
+    if commit == r.culprit:
+        commit = entered_at(store, r) or commit
     return start + commits.index(commit) if commit in commits and commits[0] == r.good else None
