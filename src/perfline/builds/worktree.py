@@ -18,6 +18,11 @@ The fault rules, so that a kill at any moment changes nothing in an answer:
   and its commit was judged untestable).
 - `rebuild` (after a benchmark failed at the commit) forgets the result and builds from
   a fresh checkout: a failure that a fresh build cures was the build's, not the commit's.
+- A build that fails the way a machine fails rather than a commit (the build or a
+  compiler in it killed by a signal, as the OOM killer does; no space left, no memory; a
+  timeout) is built once more from a fresh checkout before its failure is recorded: a
+  failed build makes its commit untestable for good, and a bisection's answer a range.
+  A compile error is not retried (a kernel build is tens of minutes).
 - Builds of one commit are serialised by a lock per commit: every process of this host
   that shares the cache (fleet workers, a tracker, a bisection) waits for the other.
 - A dropped tree is first renamed aside, so a build process that outlived a killed
@@ -28,10 +33,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from perfline import git
@@ -51,12 +57,21 @@ SETTLE_AFTER_BUILD_S = 30.0
 SETTLE_ENV, SETTLE_MAX_S = "PERFLINE_SETTLE_S", 5.0
 
 
+# What a build's output says when the machine, not the commit, made it fail: gcc's
+# "Killed signal terminated program cc1" (the OOM killer), make's "Killed", a full disk,
+# memory or process limits.
+MACHINE_FAILURE = re.compile(r"\bKilled\b|terminated by signal|No space left on device|Cannot allocate memory"
+                             r"|out of memory|Resource temporarily unavailable", re.IGNORECASE)
+
+
 @dataclass(frozen=True)
 class Build:
     ok: bool
     seconds: float
     log_tail: str
     cached: bool
+    # Failed the way a machine fails (MACHINE_FAILURE, a signal, the timeout): built again.
+    machine_failure: bool = False
 
 
 def cache_dir() -> Path:
@@ -131,9 +146,12 @@ class Builder:
             if built is None:
                 if self.started_path(sha).exists():
                     self.drop_tree(sha)  # an interrupted build: from a fresh checkout
-                tree = self.tree(sha)
-                write_durably(self.started_path(sha), f"{self.command}\n")
-                made = self.run_build(tree)
+                tree, made = self.build_in_fresh_tree(sha)
+                if made.machine_failure:
+                    self.drop_tree(sha)
+                    tree, made = self.build_in_fresh_tree(sha)
+                    made = replace(made, log_tail=f"{made.log_tail}\n(built twice, the second time from a fresh "
+                                                  "checkout: the first build failed the way a machine fails)")
                 self.keep(tree, sha, made)
                 built = self.record(sha, made)
             self.done(sha)
@@ -146,16 +164,26 @@ class Builder:
             self.drop_tree(sha)
         return self.build(sha)
 
+    def build_in_fresh_tree(self, sha: str) -> tuple[Path, Build]:
+        """The build command run in the commit's worktree (checked out if missing), its
+        start marked first."""
+        tree = self.tree(sha)
+        write_durably(self.started_path(sha), f"{self.command}\n")
+        return tree, self.run_build(tree)
+
     def run_build(self, tree: Path) -> Build:
         started = time.monotonic()
         try:
             proc = subprocess.run(["/bin/sh", "-c", self.command], cwd=tree, capture_output=True,
                                   text=True, timeout=BUILD_TIMEOUT_S, check=False)
             ok, output = proc.returncode == 0, proc.stdout + proc.stderr
+            # A signal: negative for sh itself, 128 + N from sh for the command it ran.
+            machine = not ok and (proc.returncode < 0 or proc.returncode > 128
+                                  or MACHINE_FAILURE.search(output) is not None)
         except subprocess.TimeoutExpired:
-            ok, output = False, f"build timed out after {BUILD_TIMEOUT_S:.0f} s"
+            ok, output, machine = False, f"build timed out after {BUILD_TIMEOUT_S:.0f} s", True
         self.last_built_at = time.monotonic()
-        return Build(ok, self.last_built_at - started, tail(output), cached=False)
+        return Build(ok, self.last_built_at - started, tail(output), cached=False, machine_failure=machine)
 
     def keep(self, tree: Path, sha: str, made: Build) -> None:
         """What a build keeps once it ran (a kernel build copies its image out)."""
