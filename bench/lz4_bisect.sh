@@ -86,5 +86,9 @@ print(f"status {result.get('status')}, culprit {culprit[:12] or '-'} (expected {
       f"confirmation {confirmation.get('decision', '-')}")
 print(f"runs {result.get('runs')}, builds {result.get('builds')}, samples taken again (pace) "
       f"{result.get('unsteady_runs')}, {took} s, exit {rc}")
+if branch := result.get("merged_branch"):
+    # 17356fca is a merge: the commit that did it is in the branch it brought in, which a
+    # tracker bisects next by itself (docs/bisect.md, "A culprit that is a merge").
+    print(f"the culprit is a merge; the branch it brought in: {branch['fork'][:12]}..{branch['tip'][:12]}")
 sys.exit(0 if culprit.startswith(expected) else 1)
 EOF
