@@ -207,19 +207,23 @@ def _bisect(store: Store, spec: TrackerSpec, regression: Regression, repo: Path,
         # a conflict with the mainline), or its bisection could not say where: the merge,
         # which a confirmed bisection found, is the answer.
         outer, branch = found[-1]
-        why = (f"; its branch {branch.fork[:12]}..{branch.tip[:12]} alone shows no change (bisection {record.id}): "
-               "the change came with the merge" if record.status == BisectionStatus.NO_CHANGE else
-               f"; into its branch {branch.fork[:12]}..{branch.tip[:12]}, bisection {record.id} ended "
-               f"{record.status}{f' (best guess {culprits[0][:12]})' if len(culprits) == 1 else ''}: the merge is "
-               "the answer")
         return _record_culprit(store, regression, outer, repo, [branch.merge], {}, notify, via="".join(steps[:-1]),
-                               after=why)
+                               after=_why_the_merge(branch, record, culprits))
     if record.status in NAMED and culprits:
         regression = _record_culprit(store, regression, record, repo, culprits, result.get("untestable") or {},
                                      notify, via="".join(steps))
     else:
         notify(f"regression {regression.id}: bisection {record.id} ended {record.status}; left confirmed")
     return regression
+
+
+def _why_the_merge(branch: MergedBranch, inner: BisectionRecord, culprits: list[str]) -> str:
+    """Why a merge is the answer although its branch was bisected (`inner`)."""
+    where = f"{branch.fork[:12]}..{branch.tip[:12]}"
+    if inner.status == BisectionStatus.NO_CHANGE:
+        return f"; its branch {where} alone shows no change (bisection {inner.id}): the change came with the merge"
+    guess = f" (best guess {culprits[0][:12]})" if len(culprits) == 1 else ""
+    return f"; into its branch {where}, bisection {inner.id} ended {inner.status}{guess}: the merge is the answer"
 
 
 def _carry_out(store: Store, spec: TrackerSpec, regression: Regression, record: BisectionRecord, budget: Budget,
