@@ -92,7 +92,7 @@ lint: install
 	$(BIN)/ruff check src
 	$(BIN)/mypy
 
-# The slowest tests listed at the end: the suite's time is watched (28-36 minutes here, ~20
+# The slowest tests listed at the end: the suite's time is watched (31-37 minutes here, ~20
 # asked; where it goes: docs/architecture.md, The test suite's time).
 test: install-deps install native web-assets lint
 	$(BIN)/pytest -q --durations=25
