@@ -182,8 +182,14 @@ def judge(where: Path, shas: list[str], history: History, seconds: float, kill_a
                                "settings LIKE '%interleaved%')").fetchone()[0]
     if wrong:
         r = wrong[0]
-        shown = r["culprit"] or ",".join(c["sha"][:8] for c in r["culprits"])
-        verdict, detail = "WRONG", f"named {shown[:40]} ({r['status']}), real {culprit[:8]}"
+
+        def at(sha: str | None) -> str:  # a commit as its index in the history, else its sha
+            return str(shas.index(sha)) if sha in shas else str(sha)[:12]
+
+        shown = at(r["culprit"]) if r["culprit"] else ",".join(at(c["sha"]) for c in r["culprits"])
+        verdict, detail = "WRONG", (f"named {shown} ({r['status']} {r['kind']} of record {r['id']}, range "
+                                    f"{at(r['good'])}..{at(r['bad'])}, {r['change_pct']:+.1f}%), real "
+                                    f"{history.culprit}")
     elif right:
         exact = any(r["culprit"] == culprit for r in right)
         verdict = "exact" if exact else "range"
