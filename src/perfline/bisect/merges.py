@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfline import git
-from perfline.store import Regression, Store
-from perfline.store.bisections import BisectionNotFound
+from perfline.store.bisections import BisectionRecord
 
 # Linus's tree merges maintainer trees, which merge topic branches, which now and then
 # merge another: deeper than this the answer stays the merge found.
@@ -43,17 +42,11 @@ def merged_branch(repo: Path, sha: str) -> MergedBranch | None:
     return MergedBranch(sha, fork, parents[1])
 
 
-def entered_at(store: Store, regression: Regression) -> str | None:
-    """The first-parent commit where a record's culprit came into the branch: the culprit
-    itself, or, for one inside the branch a merge brought in, that merge (the answer of
-    the record's own first-parent bisection); None without a culprit or its bisection."""
-    if regression.culprit is None or regression.bisection_id is None:
-        return regression.culprit
-    try:
-        record = store.bisection(regression.bisection_id)
-    except BisectionNotFound:
-        return None
-    if regression.culprit in record.spec.commits:
-        return regression.culprit
-    merge = (record.result or {}).get("culprit")
-    return merge if merge in record.spec.commits else None
+def entered_at(culprit: str, bisection: BisectionRecord) -> str | None:
+    """The commit of the first-parent `bisection` where `culprit` came into the branch:
+    the culprit itself, or, for one inside the branch a merge brought in, that merge (the
+    bisection's own answer); None when the bisection holds neither."""
+    if culprit in bisection.spec.commits:
+        return culprit
+    merge = (bisection.result or {}).get("culprit")
+    return merge if merge in bisection.spec.commits else None

@@ -146,10 +146,10 @@ class Builder:
             if built is None:
                 if self.started_path(sha).exists():
                     self.drop_tree(sha)  # an interrupted build: from a fresh checkout
-                tree, made = self.build_in_fresh_tree(sha)
+                tree, made = self.build_in_tree(sha)
                 if made.machine_failure:
                     self.drop_tree(sha)
-                    tree, made = self.build_in_fresh_tree(sha)
+                    tree, made = self.build_in_tree(sha)
                     made = replace(made, log_tail=f"{made.log_tail}\n(built twice, the second time from a fresh "
                                                   "checkout: the first build failed the way a machine fails)")
                 self.keep(tree, sha, made)
@@ -164,7 +164,7 @@ class Builder:
             self.drop_tree(sha)
         return self.build(sha)
 
-    def build_in_fresh_tree(self, sha: str) -> tuple[Path, Build]:
+    def build_in_tree(self, sha: str) -> tuple[Path, Build]:
         """The build command run in the commit's worktree (checked out if missing), its
         start marked first."""
         tree = self.tree(sha)

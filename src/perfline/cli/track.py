@@ -247,6 +247,7 @@ def graph(
     """
     from perfline.bisect.merges import entered_at
     from perfline.report.tracking import draw_graph
+    from perfline.store.bisections import BisectionNotFound
     from perfline.track.repository import local_repo_here
 
     store = open_store()
@@ -258,7 +259,13 @@ def graph(
     positions = {c.sha: i for i, c in enumerate(history)}
     regressions = store.regressions(tracker=name)
     for r in regressions:  # a culprit inside a merged branch is drawn at its merge
-        if r.culprit and r.culprit not in positions and (merge := entered_at(store, r)) in positions:
+        if not r.culprit or r.culprit in positions or r.bisection_id is None:
+            continue
+        try:
+            merge = entered_at(r.culprit, store.bisection(r.bisection_id))
+        except BisectionNotFound:
+            continue
+        if merge in positions:
             positions[r.culprit] = positions[merge]
     draw_graph(name, numbers, regressions, positions, png)
     console.print(f"wrote {png}")

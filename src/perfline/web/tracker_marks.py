@@ -49,9 +49,8 @@ def _position(store: Store, r: Regression, commit: str, start: int) -> int | Non
     if r.bisection_id is None:
         return None
     try:
-        commits = store.bisection(r.bisection_id).spec.commits
+        bisection = store.bisection(r.bisection_id)
     except BisectionNotFound:
         return None
-    if commit == r.culprit:
-        commit = entered_at(store, r) or commit
-    return start + commits.index(commit) if commit in commits and commits[0] == r.good else None
+    commits, at = bisection.spec.commits, entered_at(commit, bisection)
+    return start + commits.index(at) if at is not None and commits[0] == r.good else None
