@@ -7,18 +7,16 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from perfline.analysis.comparison import DEFAULT_FLOOR_PCT, CaseComparison, Side, compare_sides
+from perfline.analysis.comparison import CaseComparison, Side, compare_sides
 from perfline.analysis.series import Series, judge
 from perfline.records.fingerprint import Fingerprint
 from perfline.records.job import ACCELS, Case, VmSpec
-from perfline.records.metric import Metric
 from perfline.records.status import RegressionStatus, RunStatus
 from perfline.targets.kernels import KernelError, get_kernel
 
 if TYPE_CHECKING:
     from perfline.runner import RunContext
     from perfline.stats.changepoint import ChangePoint
-    from perfline.stats.sequential import SequentialPlan
     from perfline.store import Regression, RunDetail, Store
 
 STATUSES = tuple(RegressionStatus)
@@ -278,49 +276,33 @@ def _case(detail: RunDetail, pairs: int, vm: VmSpec | None = None,
     )
 
 
-def confirm(
-    store: Store, regression: Regression, found: Reproduction, ctx: RunContext, pairs: int, *,
-    ctx_after: RunContext | None = None, plan: SequentialPlan | None = None, end_undecided: bool = False,
-) -> tuple[Regression, CaseComparison]:
-    """Re-run both sides as `reproduction` found them, interleaved; confirmed when the
-    change shows again, with the same sign and significance, else a false alarm.
-
-    `ctx_after`: the after side's own context (a tracker's two commits, each in its
-    built tree). `plan`: stop once its looks decide (at most `pairs`), judged at its
-    levels; without it, `pairs` pairs at the usual alpha. An inconclusive re-run raises
-    CannotConfirm (the record stays new), or with `end_undecided` (a tracker's full
-    confirmation) ends the record `false-alarm` with a note that says "not confirmed":
-    a change the A/B cannot show in its pairs is not re-tried every day at full cost."""
+def confirm(store: Store, regression: Regression, found: Reproduction, ctx: RunContext, pairs: int
+            ) -> tuple[Regression, CaseComparison]:
+    """Re-run both sides as `reproduction` found them, `pairs` pairs interleaved, judged
+    at the usual alpha (`perfline regressions confirm`): confirmed when the change shows
+    again, with the same sign and significance, a false alarm when it does not; an
+    inconclusive re-run raises CannotConfirm (the record stays new). A tracker's
+    confirmation is sequential and goes on over attempts (analysis.sequential_confirmation)."""
     # Not above: the runner is slow to import, and `perfline history` and `detect`,
     # which import this module, run nothing.
     from perfline.runner import execute_interleaved
 
-    def decided(metric: Metric, base: list[float], other: list[float]) -> bool:
-        assert plan is not None
-        return plan.done(base, other, metric, DEFAULT_FLOOR_PCT)
-
-    outcomes = execute_interleaved(found.before, found.after, pairs, ctx, decided if plan else None, ctx_after)
+    outcomes = execute_interleaved(found.before, found.after, pairs, ctx)
     if len(outcomes) < 2 or any(o.repetitions < 2 for o in outcomes):
         raise CannotConfirm("the re-runs failed: " + "; ".join(f"run {o.run_id}: {o.error}" for o in outcomes))
     sides = [Side(f"{name} (run {o.run_id})", [store.get_run(o.run_id)])
              for name, o in zip(("before", "after"), outcomes, strict=True)]
-    if plan is None:
-        comparison = compare_sides(sides, store, paired=True)
-    else:
-        pairs = min(o.repetitions for o in outcomes)
-        comparison = compare_sides(sides, store, paired=True, alpha=plan.alpha_at(pairs),
-                                   confidence=plan.confidence_at(pairs))
-    # A re-run a failed repetition cut short has not had its pairs: it is tried again,
-    # never ended as "not confirmed" (bench/track_chaos.py: 13 of 20 pairs, then
-    # false-alarm, for a real 3.9% step of a benchmark failing once in 50 runs).
+    comparison = compare_sides(sides, store, paired=True)
+    # A re-run a failed repetition cut short has not had its pairs: undecided, it says
+    # so rather than that the change is not there.
     cut_short = [o for o in outcomes if o.status != RunStatus.COMPLETED]
     retry = None if not cut_short else (
         f"the re-run stopped after {min(o.repetitions for o in outcomes)} pairs (run {cut_short[0].run_id}: "
-        f"{cut_short[0].error}); confirmed again on the next pass")
+        f"{cut_short[0].error}); confirm it again")
     judged = judge_rerun(store, regression, comparison, ReRun(
         f"re-run interleaved (runs {outcomes[0].run_id}, {outcomes[1].run_id})",
         f"the re-run (runs {outcomes[0].run_id}, {outcomes[1].run_id})", f"{outcomes[0].repetitions} pairs",
-        "; confirm again with more --pairs", retry), end_undecided, found.describe())
+        "; confirm again with more --pairs", retry), False, found.describe())
     return judged, comparison
 
 

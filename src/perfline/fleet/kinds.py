@@ -61,7 +61,8 @@ def _case(ctx: RunContext, args: dict[str, Any]) -> JobResult:
 
 def _confirm(store: Store, ctx: RunContext, args: dict[str, Any], say: Say) -> JobResult:
     # scipy and the analysis: only on machines that confirm.
-    from perfline.analysis.regressions import CannotConfirm, Reproduction, confirm
+    from perfline.analysis.regressions import CannotConfirm, Reproduction
+    from perfline.analysis.sequential_confirmation import confirm
     from perfline.stats.sequential import SequentialPlan
 
     regression = store.get_regression(int(args["regression"]))
@@ -70,9 +71,9 @@ def _confirm(store: Store, ctx: RunContext, args: dict[str, Any], say: Say) -> J
     before, after = (_in_tree(here, args["tree"], args[side]) for side in ("good", "bad"))
     pairs = int(args["pairs"])
     try:
-        regression, _ = confirm(store, regression, Reproduction(case, case, ({}, {})), before, pairs,
-                                ctx_after=after, plan=SequentialPlan.up_to(pairs, 0.01),
-                                end_undecided=bool(args.get("end_undecided")))
+        # The whole test's plan; a job from a tracker before plans were sent has its pairs.
+        plan = SequentialPlan.up_to(int(args.get("plan_pairs", pairs)), 0.01)
+        regression, _ = confirm(store, regression, Reproduction(case, case, ({}, {})), before, pairs, plan, after)
     except CannotConfirm as exc:
         return JobResult(RunStatus.FAILED, None, f"cannot confirm: {exc}")
     say(f"regression {regression.id}: {regression.status} ({regression.note})")

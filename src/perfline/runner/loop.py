@@ -6,7 +6,7 @@ import os
 import signal
 import tempfile
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -467,6 +467,7 @@ def execute_interleaved(
     case_a: Case, case_b: Case, pairs: int, ctx: RunContext,
     done: Callable[[Metric, list[float], list[float]], bool] | None = None,
     ctx_b: RunContext | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> list[RunOutcome]:
     """A B, B A, A B, …: each pair measures both sides back to back so that drift of the
     machine (thermal, background load, page cache) affects both alike, and the order
@@ -478,6 +479,8 @@ def execute_interleaved(
     `done(metric, a_values, b_values)`, asked after every pair with the primary metric,
     ends the measuring early (`ab --pairs auto`); `pairs` is then the most there can be.
     `ctx_b`: side B's own context (another commit's built tree), else both share `ctx`.
+    `settings`: stored with both runs from their start (a record's confirmation: which
+    record, which attempt), so a run killed midway carries them too.
 
     Returns the outcomes of the runs that started: both, unless side A could not even
     be set up, in which case B was never created.
@@ -486,7 +489,7 @@ def execute_interleaved(
         case_b.benchmark
     ).exclusive
     a, b = (
-        CaseRun(case, here, hold_setup=not exclusive, tune_per_step=True, settings={"interleaved": name})
+        CaseRun(case, here, hold_setup=not exclusive, tune_per_step=True, settings={**(settings or {}), "interleaved": name})
         for case, name, here in ((case_a, "A", ctx), (case_b, "B", ctx_b or ctx))
     )
     try:

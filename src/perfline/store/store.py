@@ -416,10 +416,14 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
         benchmark: str | None = None,
         with_samples: bool = True,
         status: RunStatus | None = None,
+        setting: tuple[str, int] | None = None,
     ) -> list[int]:
         """Ids of runs matching every given filter, oldest first. `vm_kernel`: the
-        registered kernel the run's VM booted (target qemu)."""
+        registered kernel the run's VM booted (target qemu); `setting`: a (key, integer)
+        the run's settings hold (the record a confirmation's runs are of)."""
         query = select(RunRow.id).order_by(RunRow.started_at, RunRow.id)
+        if setting is not None:
+            query = query.where(RunRow.settings[setting[0]].as_integer() == setting[1])
         if label is not None:
             query = query.where(RunRow.label == label)
         if kernel_release is not None:

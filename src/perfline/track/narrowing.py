@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfline import git
-from perfline.analysis import kexec_confirm
-from perfline.analysis.regressions import CannotConfirm, Reproduction, confirm, transition, why_label
+from perfline.analysis import kexec_confirm, sequential_confirmation
+from perfline.analysis.regressions import CannotConfirm, Reproduction, transition, why_label
 from perfline.bisect import session
 from perfline.bisect.driver import Progress
 from perfline.bisect.merges import MAX_DEPTH, MergedBranch, merged_branch
@@ -132,11 +132,10 @@ def _confirm(store: Store, spec: TrackerSpec, regression: Regression, builder: B
     case = replace(_case(spec, regression), monitors=(), warmup=1)
     limit = confirm_pairs(regression.strength)
     pairs = min(limit, max(budget.left() // 2, 6))
-    end_undecided = pairs >= limit
     if queue is not None:
         from perfline.track import on_fleet
 
-        return on_fleet.confirm(spec, regression, case, pairs, end_undecided, store, queue, notify)
+        return on_fleet.confirm(spec, regression, case, pairs, limit, store, queue, notify)
     sides = []
     for sha in (regression.good, regression.bad):
         built = builder.build(sha)
@@ -155,12 +154,12 @@ def _confirm(store: Store, spec: TrackerSpec, regression: Regression, builder: B
         if judged.status != RegressionStatus.NEW:
             notify(f"regression {judged.id}: {judged.status} ({judged.note})")
         return judged
-    plan = SequentialPlan.up_to(pairs, 0.01)
+    plan = SequentialPlan.up_to(limit, STRICT_ALPHA)
     notify(f"regression {regression.id}: confirming {regression.good[:12]} against {regression.bad[:12]} "
-           f"interleaved, up to {pairs} pairs")
+           f"interleaved, up to {pairs} pairs (of a test of {limit}, earlier attempts' pairs included)")
     try:
-        regression, _ = confirm(store, regression, Reproduction(before, after, ({}, {})), ctx_before, pairs,
-                                ctx_after=ctx_after, plan=plan, end_undecided=end_undecided)
+        regression, _ = sequential_confirmation.confirm(store, regression, Reproduction(before, after, ({}, {})),
+                                                        ctx_before, pairs, plan, ctx_after)
     except CannotConfirm as exc:
         notify(f"regression {regression.id}: cannot confirm: {exc}")
         return regression

@@ -72,7 +72,7 @@ def test_commits(spec: TrackerSpec, commits: list[git.Commit], store: Store, que
     return tested
 
 
-def confirm(spec: TrackerSpec, regression: Regression, case: Case, pairs: int, end_undecided: bool, store: Store,
+def confirm(spec: TrackerSpec, regression: Regression, case: Case, pairs: int, plan_pairs: int, store: Store,
             queue: FleetQueue, notify: Notify) -> Regression:
     if spec.kernel_config is not None:
         notify(f"regression {regression.id}: confirming {str(regression.good)[:12]} against "
@@ -84,7 +84,7 @@ def confirm(spec: TrackerSpec, regression: Regression, case: Case, pairs: int, e
            f"interleaved on a machine of class {spec.fleet_class}, up to {pairs} pairs")
     _run_one(queue, spec, {"kind": "confirm", "regression": regression.id, "case": case_to_json(case),
                            "good": regression.good, "bad": regression.bad, "pairs": pairs, "label": spec.name,
-                           "end_undecided": end_undecided,
+                           "plan_pairs": plan_pairs,
                            "tree": {"repo": spec.repo, "build": spec.build}}, store, notify)
     return store.get_regression(regression.id)
 
