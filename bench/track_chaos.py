@@ -51,6 +51,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfline.system.measuring import LOCK_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "bisect"
 WORK = 2_000_000
@@ -118,7 +120,10 @@ def make_history(where: Path, commits: int, history: History) -> list[str]:
 def environment(where: Path, history: History) -> dict[str, str]:
     return {**os.environ, "PERFLINE_DB": str(where / "db"), "PERFLINE_CACHE_DIR": str(where / "cache"),
             "BENCH_NOISE": f"{history.noise:.4f}", "BENCH_OFFSET": "0.005", "BENCH_PERIOD": "3",
-            "BENCH_FAIL": "50"}
+            "BENCH_FAIL": "50",
+            # Each history is a machine of its own (--jobs 2 runs two at once, the load
+            # being part of the noise): its own measuring lock (system/measuring.py).
+            LOCK_ENV: str(where / "measure.lock")}
 
 
 # Passes at most per history: the first (maybe killed) and the next days' runs.

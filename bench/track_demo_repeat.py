@@ -28,6 +28,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfline.system.measuring import LOCK_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
 MAKE_REPO = ROOT / "examples" / "bisect" / "make-repo.sh"
 TRACKER = ROOT / "examples" / "track" / "demo.yaml"
@@ -55,6 +57,9 @@ def once(index: int, keep: Path | None) -> Tracked:
         shutil.copy(TRACKER, where / "tracker.yaml")
         env = {k: v for k, v in os.environ.items() if k not in SIMULATED}
         env.update(PERFLINE_DB=str(where / "db"), PERFLINE_CACHE_DIR=str(where / "cache"))
+        # --jobs N: N trackers measuring at once on purpose, each with its own measuring
+        # lock (system/measuring.py), as if on a machine of its own.
+        env[LOCK_ENV] = str(where / "measure.lock")
 
         def perfline(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run([sys.executable, "-m", "perfline", *args], capture_output=True, text=True,

@@ -25,6 +25,7 @@ from perfline.fleet.status import fleet_status
 from perfline.records.status import RunStatus
 from perfline.store import Store
 from perfline.store.fleet import MachineFacts
+from perfline.system.measuring import LOCK_ENV
 from perfline.system.pgserver import PrivateServer
 
 pytestmark = pytest.mark.postgres
@@ -58,9 +59,12 @@ class Fleet:
 
     def start(self, name: str, *extra: str) -> subprocess.Popen[str]:
         log = (self.tmp / f"{name}.log").open("a")
+        # Each worker stands for a machine of its own: its own measuring lock, so two of
+        # them on this host measure at once, as two machines do.
+        env = {**self.env, LOCK_ENV: str(self.tmp / f"{name}.measure.lock")}
         proc = subprocess.Popen(
             [sys.executable, "-m", "perfline", "worker", "--machine", name, "--class", CLASS, *extra],
-            env=self.env, stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            env=env, stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         self.workers[name] = proc
         return proc
 

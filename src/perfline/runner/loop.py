@@ -7,7 +7,7 @@ import signal
 import tempfile
 import traceback
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -34,6 +34,7 @@ from perfline.system import tuning
 from perfline.system.cgroup import CgroupUnavailable, task_group
 from perfline.system.journal import own_journal
 from perfline.system.kernel_state import KernelState, KernelStateError
+from perfline.system.measuring import measuring_alone
 from perfline.system.process import tail
 from perfline.targets.guest import GuestBenchmark
 from perfline.tunables import TunableError, applied, read_back
@@ -452,7 +453,7 @@ def execute(case: Case, ctx: RunContext) -> RunOutcome:
     """
     run = CaseRun(case, ctx)
     try:
-        with run:
+        with _machine_turn(f"{case.benchmark} ({ctx.label or 'no label'})", ctx), run:
             run.warm_up()
             while run.wants_more():
                 run.measure()
@@ -489,11 +490,12 @@ def execute_interleaved(
         case_b.benchmark
     ).exclusive
     a, b = (
-        CaseRun(case, here, hold_setup=not exclusive, tune_per_step=True, settings={**(settings or {}), "interleaved": name})
+        CaseRun(case, here, hold_setup=not exclusive, tune_per_step=True,
+                settings={**(settings or {}), "interleaved": name})
         for case, name, here in ((case_a, "A", ctx), (case_b, "B", ctx_b or ctx))
     )
     try:
-        with a, b:
+        with _machine_turn(f"an A/B of {case_a.benchmark} ({ctx.label or 'no label'})", ctx), a, b:
             a.warm_up()
             b.warm_up()
             order = pair_order(pairs)
@@ -513,6 +515,12 @@ def execute_interleaved(
     except RUN_ERRORS:
         pass  # recorded by the CaseRun that failed; the other one says it was stopped
     return [run.outcome for run in (a, b) if run.outcome is not None]
+
+
+def _machine_turn(what: str, ctx: RunContext) -> AbstractContextManager[None]:
+    """The run measures alone on the machine (system.measuring): from before its
+    fingerprint and tunables to its last repetition."""
+    return measuring_alone(what, ctx.observer.warning)
 
 
 def pair_order(pairs: int) -> list[str]:

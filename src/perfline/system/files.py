@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -64,17 +65,47 @@ def held_alone(path: Path) -> Iterator[None]:
     waiting, when another process holds it. The holder writes its pid and the time into
     the file for the one turned away; a killed holder's lock is dropped by the kernel
     (its words stay in the file until the next holder writes its own)."""
+    with _held(path, None, None):
+        yield
+
+
+@contextmanager
+def held_in_turn(path: Path, what: str, waiting: Callable[[str], None]) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (made if missing, writable by every user), waiting
+    for it when another process holds it: `waiting` is told first, with what the holder
+    wrote (its pid, since when, and its `what`)."""
+    with _held(path, what, waiting):
+        yield
+
+
+@contextmanager
+def _held(path: Path, what: str | None, waiting: Callable[[str], None] | None) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a+") as handle:
+    mode = "r+"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        with contextlib.suppress(PermissionError):  # another user's file, writable by us all the same
+            os.fchmod(fd, 0o666)  # past the umask: the next holder may be another user
+    except PermissionError:
+        # Another user's lock file: flock needs no write access, only the note does.
+        fd, mode = os.open(path, os.O_RDONLY), "r"
+    with os.fdopen(fd, mode) as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
-            raise Held(handle.read().strip() or "a process") from None
+            holder = handle.read().strip() or "a process"
+            if waiting is None:
+                raise Held(holder) from None
+            waiting(holder)
+            fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            handle.truncate(0)
-            handle.write(f"pid {os.getpid()} since {datetime.now().astimezone():%Y-%m-%d %H:%M:%S %Z}")
-            handle.flush()
+            if handle.writable():
+                handle.seek(0)
+                handle.truncate(0)
+                note = f"pid {os.getpid()} since {datetime.now().astimezone():%Y-%m-%d %H:%M:%S %Z}"
+                handle.write(f"{note}: {what}" if what else note)
+                handle.flush()
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)

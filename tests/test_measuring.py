@@ -1,0 +1,68 @@
+"""One measurement at a time on a machine (system/measuring.py): real perfline
+processes, a real lock file, a holder killed for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from perfline.store import Store
+from perfline.system.measuring import LOCK_ENV
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "PERFLINE_DB": str(tmp_path / "db"), LOCK_ENV: str(tmp_path / "measure.lock")}
+
+
+def _run(command: str, repeat: int) -> list[str]:
+    return [sys.executable, "-m", "perfline", "run", "command", "-p", f"cmd={command}", "--repeat", str(repeat),
+            "--warmup", "0", "--no-monitors", "--json"]
+
+
+def _holding(tmp_path: Path, holder: subprocess.Popen[str]) -> None:
+    """Until the holder has written its note into the lock file: it measures."""
+    deadline = time.monotonic() + 60
+    while f"pid {holder.pid} " not in ((tmp_path / "measure.lock").read_text()
+                                        if (tmp_path / "measure.lock").exists() else ""):
+        assert holder.poll() is None and time.monotonic() < deadline, holder.communicate()
+        time.sleep(0.05)
+
+
+def test_a_run_waits_its_turn_while_another_perfline_measures_and_the_two_never_overlap(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    first = subprocess.Popen(_run("sleep 0.4; echo 1", 5), env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    _holding(tmp_path, first)
+    second = subprocess.run(_run("echo 2", 2), env=env, capture_output=True, text=True, timeout=120)
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0 and second.returncode == 0, (err, second.stderr)
+    said = " ".join(second.stderr.split())
+    assert f"waiting for the machine: perfline pid {first.pid} since" in said, second.stderr
+    assert ": command (no label) is measuring on it" in said, second.stderr
+    [ran_first], [ran_second] = json.loads(out), json.loads(second.stdout)
+    store = Store.open(f"sqlite:///{tmp_path / 'db'}")
+    one, two = (store.get_run(r["id"]).info for r in (ran_first, ran_second))
+    # The second run was not even started (no fingerprint, no tunables) before the first ended.
+    assert one.finished_at is not None and two.started_at >= one.finished_at
+
+
+def test_a_killed_holder_leaves_the_machine_free_at_once(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    holder = subprocess.Popen(_run("sleep 30; echo 1", 3), env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        _holding(tmp_path, holder)
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=30)
+    started = time.monotonic()
+    after = subprocess.run(_run("echo 2", 2), env=env, capture_output=True, text=True, timeout=120)
+    assert after.returncode == 0, after.stderr
+    assert "waiting for the machine" not in after.stderr
+    # Far less than the killed run's 90 s: it did not wait for a dead holder.
+    assert time.monotonic() - started < 60
