@@ -223,3 +223,11 @@ def test_a_confirmation_cut_short_by_a_failed_repetition_is_continued_not_ended_
     assert row.base.n == 2 + again and row.base.n in plan.looks and again not in plan.looks
     assert judged.status == "false-alarm"
     assert f"runs {first[0]}, {first[1]}; {second[0]}, {second[1]}" in str(judged.note)
+    # Reopened by hand: confirmed afresh, not judged again from the pairs that ended it.
+    records.transition(store, regression.id, "new", "reopened")
+    with ProgressObserver(Console(file=io.StringIO()), [found.before, found.after]) as observer:
+        ctx = RunContext(store=store, fingerprint=local.fingerprint, observer=observer)
+        _, comparison = sequential_confirmation.confirm(store, regression, found, ctx, 20, plan)
+    [fresh] = [store.get_run(i).info for i in store.find_runs(setting=("confirms", regression.id))][:1]
+    [row] = [r for r in comparison.rows if r.metric.name == "command.value"]
+    assert row.base.n == fresh.samples and fresh.samples in plan.looks

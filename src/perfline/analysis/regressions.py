@@ -45,6 +45,11 @@ def rerun_label(regression_id: int) -> str:
     return f"confirm-{regression_id}"
 
 
+# The run setting that says which record a tracker's confirmation run is of
+# (analysis.sequential_confirmation; set aside when the record is reopened).
+CONFIRMS = "confirms"
+
+
 class TransitionError(ValueError):
     pass
 
@@ -111,9 +116,11 @@ def transition(store: Store, regression_id: int, status: str, note: str | None =
             f"regression {regression_id} is {current.status}; it can become {allowed}, not {status}"
         )
     if status == RegressionStatus.NEW and current.status != RegressionStatus.NEW:
-        # Reopened (by hand: nothing else sets `new`): a kexec tracker's confirmation over
-        # boots is run afresh, not judged again from the ab that ended the record before.
+        # Reopened (by hand: nothing else sets `new`): a tracker's confirmation is run
+        # afresh, not judged again from the pairs (or, over kexec boots, the ab) that
+        # ended the record before.
         store.set_aside_kexec_series("ab", "regression", regression_id)
+        store.set_aside_runs(CONFIRMS, regression_id)
     return store.set_regression_status(regression_id, status, note)
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from perfline.analysis.comparison import DEFAULT_FLOOR_PCT, CaseComparison, Side, compare_sides
-from perfline.analysis.regressions import CannotConfirm, Reproduction, ReRun, judge_rerun
+from perfline.analysis.regressions import CONFIRMS, CannotConfirm, Reproduction, ReRun, judge_rerun
 from perfline.records.metric import Metric
 from perfline.records.status import RunStatus
 from perfline.stats.sequential import SequentialPlan
@@ -28,7 +28,6 @@ from perfline.store import Regression, RunDetail, Store, sample_columns
 if TYPE_CHECKING:
     from perfline.runner import RunContext
 
-CONFIRMS = "confirms"  # settings: the record a confirmation's runs are of
 ATTEMPT = "attempt"  # settings: which attempt at it, 1, 2, ...
 PLAN_PAIRS = "plan_pairs"  # settings: the plan's most pairs, fixed by the first attempt
 

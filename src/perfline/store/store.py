@@ -271,6 +271,21 @@ class Store(BisectionQueries, TrackerQueries, OutboxQueries, DashboardQueries, I
 
         self._session.write(write)
 
+    def set_aside_runs(self, key: str, value: int) -> int:
+        """The runs whose settings hold `key`: `value` no longer do: it becomes
+        `KEY_set_aside` (a record reopened by hand is confirmed afresh; the earlier
+        attempts' runs stay in the store). How many were set aside."""
+        def write(session: Session, _retried: bool) -> int:
+            rows = list(session.scalars(select(RunRow).where(RunRow.settings[key].as_integer() == value)))
+            for row in rows:
+                settings = dict(row.settings)
+                settings[f"{key}_set_aside"] = settings.pop(key)
+                row.settings = settings
+            session.flush()
+            return len(rows)
+
+        return self._session.write(write)
+
     def set_settings(self, run_id: int, settings: dict[str, Any]) -> None:
         def write(session: Session, _retried: bool) -> None:
             self._run(session, run_id).settings = settings
