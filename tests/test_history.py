@@ -213,9 +213,13 @@ def test_a_confirmation_cut_short_by_a_failed_repetition_is_continued_not_ended_
             sequential_confirmation.confirm(store, regression, found, ctx, 20, plan)
         assert store.get_regression(regression.id).status == "new"
         armed.unlink()
-        judged, comparison = sequential_confirmation.confirm(store, regression, found, ctx, 20, plan)
+        said: list[str] = []
+        judged, comparison = sequential_confirmation.confirm(store, regression, found, ctx, 20, plan,
+                                                             say=said.append)
     first, second = (store.find_runs(setting=("attempt", n), with_samples=False) for n in (1, 2))
     assert len(first) == len(second) == 2
+    assert said == [f"regression {regression.id}: its confirmation goes on from 2 of its 20 pairs (1 attempt(s) "
+                    f"before: runs {first[0]}, {first[1]})"]
     [row] = [r for r in comparison.rows if r.metric.name == "command.value"]
     again = store.get_run(second[0]).info.samples
     # The test ended at one of its looks counted over both attempts (6, 9, 14, 20), which

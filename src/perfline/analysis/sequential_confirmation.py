@@ -15,6 +15,7 @@ a machine that moved between attempts moves both sides of it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -93,7 +94,8 @@ class Attempts:
 
 
 def confirm(store: Store, regression: Regression, found: Reproduction, ctx: RunContext, pairs: int,
-            plan: SequentialPlan, ctx_after: RunContext | None = None) -> tuple[Regression, CaseComparison]:
+            plan: SequentialPlan, ctx_after: RunContext | None = None,
+            say: Callable[[str], None] = lambda _: None) -> tuple[Regression, CaseComparison]:
     """Go on with the record's confirmation: at most `pairs` more pairs, interleaved, each
     side in its own context (a tracker's two commits, each in its built tree), stopped
     at the first look of `plan` that decides, counted over every attempt. Decided:
@@ -110,6 +112,9 @@ def confirm(store: Store, regression: Regression, found: Reproduction, ctx: RunC
     if done.plan_pairs is not None:
         plan = SequentialPlan.up_to(done.plan_pairs, plan.alpha, plan.confidence)
     last_look = plan.looks[-1]
+    if done.attempts:
+        say(f"regression {regression.id}: its confirmation goes on from {done.pairs} of its {last_look} pairs "
+            f"({len(done.attempts)} attempt(s) before: {done.runs()})")
 
     def decided(metric: Metric, base: list[float], other: list[float]) -> bool:
         before, after = done.values(metric.name)

@@ -73,7 +73,8 @@ def _confirm(store: Store, ctx: RunContext, args: dict[str, Any], say: Say) -> J
     try:
         # The whole test's plan; a job from a tracker before plans were sent has its pairs.
         plan = SequentialPlan.up_to(int(args.get("plan_pairs", pairs)), 0.01)
-        regression, _ = confirm(store, regression, Reproduction(case, case, ({}, {})), before, pairs, plan, after)
+        regression, _ = confirm(store, regression, Reproduction(case, case, ({}, {})), before, pairs, plan, after,
+                                say)
     except CannotConfirm as exc:
         return JobResult(RunStatus.FAILED, None, f"cannot confirm: {exc}")
     say(f"regression {regression.id}: {regression.status} ({regression.note})")

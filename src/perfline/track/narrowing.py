@@ -156,10 +156,10 @@ def _confirm(store: Store, spec: TrackerSpec, regression: Regression, builder: B
         return judged
     plan = SequentialPlan.up_to(limit, STRICT_ALPHA)
     notify(f"regression {regression.id}: confirming {regression.good[:12]} against {regression.bad[:12]} "
-           f"interleaved, up to {pairs} pairs (of a test of {limit}, earlier attempts' pairs included)")
+           f"interleaved, up to {pairs} pairs")
     try:
         regression, _ = sequential_confirmation.confirm(store, regression, Reproduction(before, after, ({}, {})),
-                                                        ctx_before, pairs, plan, ctx_after)
+                                                        ctx_before, pairs, plan, ctx_after, notify)
     except CannotConfirm as exc:
         notify(f"regression {regression.id}: cannot confirm: {exc}")
         return regression
