@@ -42,8 +42,8 @@ def test_a_run_waits_its_turn_while_another_perfline_measures_and_the_two_never_
     out, err = first.communicate(timeout=120)
     assert first.returncode == 0 and second.returncode == 0, (err, second.stderr)
     said = " ".join(second.stderr.split())
-    assert f"waiting for the machine: perfline pid {first.pid} since" in said, second.stderr
-    assert ": command (no label) is measuring on it" in said, second.stderr
+    assert f"waiting for the machine: perfline is measuring command (no label), pid {first.pid} since" in said, \
+        second.stderr
     [ran_first], [ran_second] = json.loads(out), json.loads(second.stdout)
     store = Store.open(f"sqlite:///{tmp_path / 'db'}")
     one, two = (store.get_run(r["id"]).info for r in (ran_first, ran_second))
@@ -66,3 +66,31 @@ def test_a_killed_holder_leaves_the_machine_free_at_once(tmp_path: Path) -> None
     assert "waiting for the machine" not in after.stderr
     # Far less than the killed run's 90 s: it did not wait for a dead holder.
     assert time.monotonic() - started < 60
+
+
+def test_a_run_waits_while_another_perfline_builds(tmp_path: Path) -> None:
+    """A build (a `make -j` of a kernel is the heaviest load perfline makes) holds the
+    machine too: a run started during it measures after it."""
+    src = tmp_path / "src"
+    subprocess.run(["git", "init", "-q", str(src)], check=True)
+    (src / "README").write_text("x\n")
+    git = ["git", "-C", str(src), "-c", "user.name=Dev", "-c", "user.email=dev@example.org"]
+    subprocess.run([*git, "add", "README"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    sha = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    env = {**_env(tmp_path), "PERFLINE_CACHE_DIR": str(tmp_path / "cache")}
+    code = ("import sys, pathlib; from perfline.builds.worktree import Builder; "
+            f"b = Builder(pathlib.Path({str(src)!r}), 'sleep 4; date +%s.%N > built-at'); "
+            f"sys.exit(0 if b.build({sha!r}).ok else 1)")
+    builder = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    _holding(tmp_path, builder)
+    run = subprocess.run(_run("date +%s.%N", 1), env=env, capture_output=True, text=True, timeout=120)
+    assert builder.wait(timeout=120) == 0 and run.returncode == 0, (builder.communicate(), run.stderr)
+    said = " ".join(run.stderr.split())
+    assert f"waiting for the machine: perfline is building {sha[:12]} of src, pid {builder.pid} since" in said, said
+    [built_at] = list((tmp_path / "cache").rglob("built-at"))
+    [ran] = json.loads(run.stdout)
+    store = Store.open(f"sqlite:///{tmp_path / 'db'}")
+    [measured_at] = [s.value for s in store.get_run(ran["id"]).samples]
+    assert measured_at > float(built_at.read_text())

@@ -193,7 +193,7 @@ def commits_of(record: BisectionRecord) -> list[git.Commit]:
 def builder_for(record: BisectionRecord, notify: Notify) -> Builder:
     spec = record.spec
     if spec.kernel_config is None:
-        return Builder(Path(spec.repo), spec.build)
+        return Builder(Path(spec.repo), spec.build, announce=notify)
     return kernel.KernelBuilder(Path(spec.repo), spec.build, announce=notify)
 
 

@@ -147,8 +147,7 @@ class KernelBuilder(Builder):
     """
 
     def __init__(self, repo: Path, build: str, announce: Callable[[str], None] = lambda _: None) -> None:
-        super().__init__(repo, build)
-        self.announce = announce
+        super().__init__(repo, build, announce=announce)
 
     def kept(self, sha: str) -> Path:
         return self.root / "kernels" / self.key / sha

@@ -25,6 +25,8 @@ The fault rules, so that a kill at any moment changes nothing in an answer:
   A compile error is not retried (a kernel build is tens of minutes).
 - Builds of one commit are serialised by a lock per commit: every process of this host
   that shares the cache (fleet workers, a tracker, a bisection) waits for the other.
+- A build holds the machine's measuring lock (system.measuring): another perfline's run
+  waits for it rather than measuring beside a `make -j`.
 - A dropped tree is first renamed aside, so a build process that outlived a killed
   perfline writes into the discarded copy, never into the fresh checkout.
 """
@@ -37,6 +39,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -44,6 +47,7 @@ from perfline import git
 from perfline.system.disturbances import wait_for_quiet
 from perfline.system.env_settings import env_number
 from perfline.system.files import locked, write_durably
+from perfline.system.measuring import measuring_alone
 from perfline.system.process import tail
 from perfline.targets import kernels
 
@@ -80,9 +84,11 @@ def cache_dir() -> Path:
 
 
 class Builder:
-    def __init__(self, repo: Path, build: str, root: Path | None = None) -> None:
+    def __init__(self, repo: Path, build: str, root: Path | None = None,
+                 announce: Callable[[str], None] = lambda _: None) -> None:
         self.repo = repo.resolve()
         self.command = build
+        self.announce = announce  # what the user should know (a build waiting for the machine)
         digest = hashlib.sha256(str(self.repo).encode()).hexdigest()[:16]
         self.root = (root or cache_dir()) / digest
         # Results are keyed by the build command: changing the command rebuilds.
@@ -172,6 +178,12 @@ class Builder:
         return tree, self.run_build(tree)
 
     def run_build(self, tree: Path) -> Build:
+        # A build is the heaviest load perfline puts on a machine: it holds the machine's
+        # measuring lock, so another perfline's run does not measure during it.
+        with measuring_alone(f"building {tree.name[:12]} of {self.repo.name}", self.announce):
+            return self._run_build(tree)
+
+    def _run_build(self, tree: Path) -> Build:
         started = time.monotonic()
         try:
             proc = subprocess.run(["/bin/sh", "-c", self.command], cwd=tree, capture_output=True,

@@ -453,7 +453,7 @@ def execute(case: Case, ctx: RunContext) -> RunOutcome:
     """
     run = CaseRun(case, ctx)
     try:
-        with _machine_turn(f"{case.benchmark} ({ctx.label or 'no label'})", ctx), run:
+        with _machine_turn(f"measuring {case.benchmark} ({ctx.label or 'no label'})", ctx), run:
             run.warm_up()
             while run.wants_more():
                 run.measure()
@@ -495,7 +495,7 @@ def execute_interleaved(
         for case, name, here in ((case_a, "A", ctx), (case_b, "B", ctx_b or ctx))
     )
     try:
-        with _machine_turn(f"an A/B of {case_a.benchmark} ({ctx.label or 'no label'})", ctx), a, b:
+        with _machine_turn(f"measuring an A/B of {case_a.benchmark} ({ctx.label or 'no label'})", ctx), a, b:
             a.warm_up()
             b.warm_up()
             order = pair_order(pairs)

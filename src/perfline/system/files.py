@@ -73,7 +73,7 @@ def held_alone(path: Path) -> Iterator[None]:
 def held_in_turn(path: Path, what: str, waiting: Callable[[str], None]) -> Iterator[None]:
     """Hold an exclusive lock on `path` (made if missing, writable by every user), waiting
     for it when another process holds it: `waiting` is told first, with what the holder
-    wrote (its pid, since when, and its `what`)."""
+    wrote ("WHAT, pid N since T"; "" if it wrote nothing yet)."""
     with _held(path, what, waiting):
         yield
 
@@ -94,9 +94,9 @@ def _held(path: Path, what: str | None, waiting: Callable[[str], None] | None) -
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
-            holder = handle.read().strip() or "a process"
+            holder = handle.read().strip()
             if waiting is None:
-                raise Held(holder) from None
+                raise Held(holder or "a process") from None
             waiting(holder)
             fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -104,7 +104,7 @@ def _held(path: Path, what: str | None, waiting: Callable[[str], None] | None) -
                 handle.seek(0)
                 handle.truncate(0)
                 note = f"pid {os.getpid()} since {datetime.now().astimezone():%Y-%m-%d %H:%M:%S %Z}"
-                handle.write(f"{note}: {what}" if what else note)
+                handle.write(f"{what}, {note}" if what else note)
                 handle.flush()
             yield
         finally:

@@ -4,8 +4,9 @@ Two perfline commands measuring on one machine at once (two trackers' passes tha
 started together, a bisection beside a `perfline run`) disturb each other's numbers, and
 neither run can tell: each sees a slower machine and stores it as its commit's level. So
 every run measures holding the machine's measuring lock, from its set-up to its last
-repetition, and a run that finds the lock held waits its turn, saying for whom. The runs
-of two commands then alternate, each one whole.
+repetition, and so does every build (a `make -j` is the heaviest load perfline makes); a
+run or build that finds the lock held waits its turn, saying for whom. The runs of two
+commands then alternate, each one whole.
 
 The lock is the machine's, whichever user runs perfline: /run/lock (the place the FHS
 gives lock files that users share), else the temporary directory. It is an flock, which
@@ -47,8 +48,9 @@ def lock_path() -> Path:
 
 @contextmanager
 def measuring_alone(what: str, waiting: Callable[[str], None]) -> Iterator[None]:
-    """Hold the machine's measuring lock; `waiting` is told, once, when another process
-    holds it (what that process wrote: its pid, since when, what it measures)."""
+    """Hold the machine's measuring lock while doing `what` ("measuring tbench (demo)",
+    "building 1a2b3c4d5e6f of linux"); `waiting` is told, once, when another process holds
+    it, what that one is doing, its pid and since when."""
     if _Holding.depth:
         _Holding.depth += 1
         try:
@@ -58,8 +60,8 @@ def measuring_alone(what: str, waiting: Callable[[str], None]) -> Iterator[None]
         return
     path = lock_path()
     with held_in_turn(path, what, lambda holder: waiting(
-            f"waiting for the machine: perfline {holder} is measuring on it, and two measuring at once "
-            f"would disturb each other's numbers ({path})")):
+            f"waiting for the machine: perfline is {holder or 'using it'} (a measurement beside it would be "
+            f"disturbed; {path})")):
         _Holding.depth = 1
         try:
             yield

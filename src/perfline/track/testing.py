@@ -54,7 +54,7 @@ def builder_for(spec: TrackerSpec, repo: Path, notify: Notify) -> Builder:
     """The bisections' builder, so a tracked commit built once is built for both."""
     if spec.kernel_config is None:
         assert spec.build is not None
-        return Builder(repo, spec.build)
+        return Builder(repo, spec.build, announce=notify)
     return kernel.KernelBuilder(repo, kernel.build_command(kernel.keep_config(spec.kernel_config)), announce=notify)
 
 
