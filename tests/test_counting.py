@@ -188,3 +188,34 @@ def test_a_tracker_job_on_counts_may_run_once_a_commit(tmp_path: Path) -> None:
     (tmp_path / "timed.yaml").write_text(text.replace("      count: instructions", "      timing: true"))
     with pytest.raises(JobError, match=r"timed.yaml:\d+: repeat 1: .* set repeat: 5"):
         load_tracker(tmp_path / "timed.yaml")
+
+
+def test_a_trackers_confirmation_of_counts_ends_at_its_two_pair_look(tmp_path: Path) -> None:
+    """A count has a look of its own at 2 pairs (stats.sequential.looks_of): a tracker's
+    confirmation of a counted step ends there, in one attempt, not left `new` as if the
+    day's budget had cut it between looks."""
+    import io
+
+    from rich.console import Console
+
+    from perfline.analysis import regressions as records
+    from perfline.analysis import sequential_confirmation
+    from perfline.cli.progress import ProgressObserver
+    from perfline.runner import RunContext
+    from perfline.store import Regression, Store
+    from perfline.targets import local
+
+    before = counted_run(tmp_path, build(tmp_path, 1000000), "count=instructions", repeat=2)
+    after = counted_run(tmp_path, build(tmp_path, 1004000), "count=instructions", repeat=2)  # +0.4%
+    [metric] = samples(before)
+    store = Store.open(f"sqlite:///{tmp_path / 'db'}")
+    regression, _ = store.record_regression(Regression(
+        0, metric, "command", before["case"], before["fingerprint"]["machine_id"], before["id"], after["id"],
+        "regression", 0.4, (0.3, 0.5), 4.0, "new", None, *(2 * [store.get_run(after["id"]).info.started_at])))
+    found = records.reproduction(store, regression, 20, local.fingerprint())
+    with ProgressObserver(Console(file=io.StringIO()), [found.before, found.after]) as observer:
+        ctx = RunContext(store=store, fingerprint=local.fingerprint, observer=observer)
+        judged, comparison = sequential_confirmation.confirm(store, regression, found, ctx, 20,
+                                                             SequentialPlan.up_to(20, 0.01))
+    [row] = [r for r in comparison.rows if r.metric.name == metric]
+    assert judged.status == "confirmed" and row.base.n == 2, judged.note

@@ -79,12 +79,11 @@ class Attempts:
     def sides(self) -> list[Side]:
         """Both sides of the comparison over every attempt, pair after pair in order, so
         that the i-th values of the two sides are the i-th pair."""
-        every = self.attempts
         out = []
         for name, side in (("before", 0), ("after", 1)):
-            runs = [(attempt.before, attempt.after)[side] for attempt in every]
+            runs = [(attempt.before, attempt.after)[side] for attempt in self.attempts]
             samples = [(run.info.id, s.repetition, s.metric.name, s.source, s.value)
-                       for run, attempt in zip(runs, every, strict=True) for s in run.samples
+                       for run, attempt in zip(runs, self.attempts, strict=True) for s in run.samples
                        if s.repetition < attempt.pairs]
             metrics = {s.metric.name: s.metric for run in runs for s in run.samples}
             ids = [run.info.id for run in runs]
@@ -116,11 +115,18 @@ def confirm(store: Store, regression: Regression, found: Reproduction, ctx: RunC
         say(f"regression {regression.id}: its confirmation goes on from {done.pairs} of its {last_look} pairs "
             f"({len(done.attempts)} attempt(s) before: {done.runs()})")
 
+    # The earlier pairs do not change while this attempt runs: read once, not per pair.
+    earlier_values = {name: done.values(name) for name in {s.metric.name for a in done.attempts
+                                                             for s in a.before.samples}}
+
     def decided(metric: Metric, base: list[float], other: list[float]) -> bool:
-        before, after = done.values(metric.name)
+        before, after = earlier_values.get(metric.name, ([], []))
         return plan.done(before + base, after + other, metric, DEFAULT_FLOOR_PCT)
 
-    if not _decided_at(done, plan, regression.metric):
+    # The earlier attempts may already end the test: all of its pairs, or a look that
+    # decides (an attempt killed after its deciding look, before its verdict).
+    known = done.metric(regression.metric)
+    if known is None or not decided(known, [], []):
         outcomes = execute_interleaved(found.before, found.after, min(pairs, last_look - done.pairs), ctx,
                                        decided, ctx_after, settings=done.settings(regression.id, last_look))
         new = min((o.repetitions for o in outcomes), default=0)
@@ -134,7 +140,9 @@ def confirm(store: Store, regression: Regression, found: Reproduction, ctx: RunC
             raise CannotConfirm(
                 f"the re-run stopped after {new} pairs, {done.pairs} of the test's {last_look} (run "
                 f"{cut_short[0].run_id}: {cut_short[0].error}); the next pass goes on with it")
-        if done.pairs < last_look and done.pairs not in plan.looks:
+        # A count has a look of its own at 2 pairs (stats.sequential.looks_of).
+        known = done.metric(regression.metric)
+        if done.pairs < last_look and (known is None or done.pairs not in plan.looks_of(known)):
             raise CannotConfirm(f"the day's budget allowed {new} pairs, {done.pairs} of the test's {last_look}; "
                                 "the next pass goes on with it")
     total = done.pairs
@@ -145,18 +153,6 @@ def confirm(store: Store, regression: Regression, found: Reproduction, ctx: RunC
         f"re-run interleaved ({done.runs()})", f"the re-run ({done.runs()})", f"{total} pairs{over}",
         "; the next pass goes on with it"), total >= last_look, found.describe())
     return judged, comparison
-
-
-def _decided_at(done: Attempts, plan: SequentialPlan, metric: str) -> bool:
-    """Whether the earlier attempts' pairs already end the test: all of its pairs, or a
-    look that decides (an attempt killed after its deciding look, before its verdict)."""
-    if done.pairs >= plan.looks[-1]:
-        return True
-    known = done.metric(metric)
-    if known is None or done.pairs not in plan.looks:
-        return False
-    before, after = done.values(metric)
-    return plan.done(before, after, known, DEFAULT_FLOOR_PCT)
 
 
 def earlier(store: Store, regression_id: int, before: tuple[str, str | None], after: tuple[str, str | None],
