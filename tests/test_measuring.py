@@ -94,3 +94,12 @@ def test_a_run_waits_while_another_perfline_builds(tmp_path: Path) -> None:
     store = Store.open(f"sqlite:///{tmp_path / 'db'}")
     [measured_at] = [s.value for s in store.get_run(ran["id"]).samples]
     assert measured_at > float(built_at.read_text())
+
+
+def test_a_lock_file_that_cannot_be_made_is_one_error_line(tmp_path: Path) -> None:
+    env = {**_env(tmp_path), LOCK_ENV: str(tmp_path / "not-a-dir-file" / "lock")}
+    (tmp_path / "not-a-dir-file").write_text("")
+    done = subprocess.run(_run("echo 1", 1), env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()[-1:]
+    assert line.startswith(f"error: {LOCK_ENV}: the measuring lock cannot be made: ") and "unset it" in line

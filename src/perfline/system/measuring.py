@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from perfline.records.errors import UserError
 from perfline.system.files import held_in_turn
 
 LOCK_ENV = "PERFLINE_MEASURE_LOCK"
@@ -59,6 +60,12 @@ def measuring_alone(what: str, waiting: Callable[[str], None]) -> Iterator[None]
             _Holding.depth -= 1
         return
     path = lock_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"the measuring lock cannot be made: {exc.strerror}; set {LOCK_ENV} to a file in a "
+                        "writable directory, or unset it", LOCK_ENV) from None
     with held_in_turn(path, what, lambda holder: waiting(
             f"waiting for the machine: perfline is {holder or 'using it'} (a measurement beside it would be "
             f"disturbed; {path})")):
