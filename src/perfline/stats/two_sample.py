@@ -172,6 +172,7 @@ def compare(
     base_runs: Sequence[int] | NDArray[np.int64] | None = None,
     other_runs: Sequence[int] | NDArray[np.int64] | None = None,
     between_run_cv_pct: float = ASSUMED_BETWEEN_RUN_CV_PCT,
+    between_run_df: float = 0.0,
 ) -> Comparison:
     """Compare `other` with `base`; `seed` fixes the rank test's permutation draw.
 
@@ -184,6 +185,9 @@ def compare(
     judged by its run means, a side of one run with ASSUMED_BETWEEN_RUN_CV_PCT added
     (module docstring), or `between_run_cv_pct` when the caller knows better (a tracker
     learns it from a series' history). Without them every value counts as its own run's.
+    `between_run_df` > 0 says `between_run_cv_pct` was learned, with that many degrees of
+    freedom: a side of several runs then pools the spread of its own run means with it
+    (_moderated), instead of judging by a few runs' spread alone.
     """
     if not 0 < alpha < 1 or not 0 < confidence < 1:
         raise ValueError("alpha and confidence must be between 0 and 1")
@@ -212,8 +216,8 @@ def compare(
                 estimate = _paired_log_ratio(b, o, trimmed)
                 method = METHOD_PAIRED_TRIMMED if trimmed else method
             else:
-                base_side, other_side = (_side(b, base_runs, trimmed, between_run_cv_pct),
-                                         _side(o, other_runs, trimmed, between_run_cv_pct))
+                base_side, other_side = (_side(b, base_runs, trimmed, between_run_cv_pct, between_run_df),
+                                         _side(o, other_runs, trimmed, between_run_cv_pct, between_run_df))
                 estimate = _log_ratio(base_side, other_side)
                 method = METHOD_TRIMMED if trimmed else method
                 if "runs" in (base_side.unit, other_side.unit):
@@ -345,10 +349,11 @@ class _Side:
 
 
 def _side(data: NDArray[np.float64], runs: Sequence[int] | NDArray[np.int64] | None, trimmed: bool = False,
-          between_run_cv_pct: float = ASSUMED_BETWEEN_RUN_CV_PCT) -> _Side:
-    """Runs as the unit: several runs by their means, one run with the assumed
-    between-run variance added; without run labels, the values as independent.
-    `trimmed` takes 20%-trimmed means of the log values (Yuen) for every mean."""
+          between_run_cv_pct: float = ASSUMED_BETWEEN_RUN_CV_PCT, between_run_df: float = 0.0) -> _Side:
+    """Runs as the unit: several runs by their means (their spread pooled with a learned
+    between-run variation, _moderated), one run with the assumed or learned between-run
+    variance added; without run labels, the values as independent. `trimmed` takes
+    20%-trimmed means of the log values (Yuen) for every mean."""
     if runs is None:
         level, relvar, df = _trimmed_log_mean(data) if trimmed else _log_mean(data)
         return _Side(level, relvar, df, len(data), "samples")
@@ -359,21 +364,39 @@ def _side(data: NDArray[np.float64], runs: Sequence[int] | NDArray[np.int64] | N
     _, run_of = np.unique(labels, return_inverse=True)
     count = int(run_of.max()) + 1 if len(run_of) else 0
     if count >= 2:
+        runs_of = [data[run_of == k] for k in range(count)]
         if trimmed:
-            levels = np.array([_trimmed_log_mean(data[run_of == k])[0] for k in range(count)])
-            level, relvar = float(levels.mean()), float(levels.var(ddof=1) / len(levels))
+            levels = np.array([_trimmed_log_mean(run)[0] for run in runs_of])
+            level, spread = float(levels.mean()), float(levels.var(ddof=1))
         else:
             # The log of the side's mean (so the interval holds change_pct), its
             # variance from the spread of the run means.
             means = np.bincount(run_of, weights=data) / np.bincount(run_of)
             level = math.log(float(data.mean()))
-            relvar = float(means.var(ddof=1) / len(means) / data.mean() ** 2)
-        return _Side(level, relvar, count - 1.0, count, "runs")
+            spread = float(means.var(ddof=1) / data.mean() ** 2)
+        df = count - 1.0
+        if between_run_df > 0:
+            of_mean = [(_trimmed_log_mean(run) if trimmed else _log_mean(run))[1] for run in runs_of if len(run) >= 2]
+            expected = (between_run_cv_pct / 100) ** 2 + (float(np.mean(of_mean)) if of_mean else 0.0)
+            spread, df = _moderated(spread, df, expected, between_run_df)
+        return _Side(level, spread / count, df, count, "runs")
     level, within, within_df = _trimmed_log_mean(data) if trimmed else _log_mean(data)
     assumed = (between_run_cv_pct / 100) ** 2
     # Satterthwaite: only the measured part carries the uncertainty of an estimate.
     df = within_df * ((within + assumed) / within) ** 2 if within > 0 else math.inf
     return _Side(level, within + assumed, df, len(data), "samples", assumed)
+
+
+def _moderated(spread: float, df: float, expected: float, expected_df: float) -> tuple[float, float]:
+    """A few runs' spread (variance of one run's level, `df` degrees of freedom) pooled
+    with the variance the series' history leads one to expect (`expected`, learned with
+    `expected_df`): their df-weighted mean, with both dfs (Smyth's moderated t, limma).
+    Three runs a side give 2 degrees of freedom: judged alone, an obvious step between
+    two windows of a tracker's series stays inconclusive (Welch at ~2 df needs t ≈ 7 for
+    p 0.01); the history has seen the same machine's run-to-run variation many times.
+    A window noisier than the history expects still shows, in its own spread."""
+    total = df + expected_df
+    return (df * spread + expected_df * expected) / total, total
 
 
 def _log_mean(data: NDArray[np.float64]) -> tuple[float, float, float]:

@@ -212,11 +212,15 @@ def pooled_changes(series: Series, changes: Sequence[ChangePoint], floor_pct: fl
                    narrowed: Collection[str]) -> list[tuple[ChangePoint, bool]]:
     """Changes that one pair of neighbours is too noisy to show: at each split with no
     change found within POOL_POINTS of it, the runs of up to POOL_POINTS tested commits
-    before against those after (at least two a side; each run's mean a value, so the
-    between-run variation is measured, not assumed), judged as a neighbour pair is
-    (judge_pair). Short histories need them most: six tested commits are too few for a
-    change point, and one run a side given the assumed between-run noise can leave an 8%
-    step at p 0.1. So they screen the `narrowed` kinds (SCREEN_ALPHA) only while the
+    before against those after (each run's mean a value, their spread pooled with the
+    learned between-run variation once there is one: stats.two_sample._moderated),
+    judged as a neighbour pair is (judge_pair). A window of one run (the first tested
+    commit, the head) is given the series' variation, as a neighbour pair's side is: the
+    first split has nothing before it, ever, so its window is all there will be. Short
+    histories need them most: twelve tested commits are too few for a change point (the
+    rank scan's permutation p of 6 points against 6 is at best 2 in 924, above its
+    0.001), and one run a side given the assumed between-run noise can leave an 8% step
+    at p 0.1. So they screen the `narrowed` kinds (SCREEN_ALPHA) only while the
     series' noise is still assumed; after that the strict level alone opens a record
     (the windows look again at pairs already judged, and a screen at every split of a
     long history would add about two false records a hundred tested commits, 20 pairs
@@ -224,7 +228,7 @@ def pooled_changes(series: Series, changes: Sequence[ChangePoint], floor_pct: fl
 
     candidates: list[tuple[ChangePoint, bool]] = []
     points, screening = series.points, (() if noise.learned else narrowed)
-    for index in range(2, len(points) - 1):
+    for index in range(1, len(points)):
         before, after = points[max(0, index - POOL_POINTS):index], points[index:index + POOL_POINTS]
         judged = judge_pair([v for p in before for v in p.values], [v for p in after for v in p.values],
                             series.metric, floor_pct, noise, screening,
@@ -250,7 +254,8 @@ def judge_pair(before: Sequence[float], after: Sequence[float], metric: Metric, 
     from perfline.stats.two_sample import IMPROVEMENT, INCONCLUSIVE, REGRESSION, compare
 
     c = compare(before, after, metric, floor_pct=floor_pct, base_runs=before_runs or [0] * len(before),
-                other_runs=after_runs or [1] * len(after), between_run_cv_pct=noise.between_pct)
+                other_runs=after_runs or [1] * len(after), between_run_cv_pct=noise.between_pct,
+                between_run_df=noise.df)
     if c.verdict in (REGRESSION, IMPROVEMENT):
         return c, False
     screen = (c.verdict == INCONCLUSIVE and c.p_value < SCREEN_ALPHA and abs(c.change_pct) > floor_pct
