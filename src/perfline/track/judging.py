@@ -50,6 +50,13 @@ SPAN_CHI2 = 6.63
 # neighbour pair in 20 without a change is screened by chance, a few A/B pairs each
 # (bench/track_sim.py counts them); a 3% step at 3% noise is found about twice as often.
 SCREEN_ALPHA = 0.05
+# The first split's (the first tested commit against the next): nothing will ever be
+# tested before it, so no later window or change point looks at it again, and the
+# screen is its only way to more runs. A record there is known for good once it exists
+# (analysis.regressions.record), so a chance one costs one confirmation in a series'
+# life: about 0.07 a series at this level (bench/short_series.py), for a first split
+# found in 96-98% of the series instead of 82-94% at SCREEN_ALPHA.
+FIRST_SPLIT_SCREEN_ALPHA = 0.2
 # Pooled windows (pooled_changes): up to this many tested commits a side, runs the unit.
 POOL_POINTS = 3
 
@@ -86,7 +93,7 @@ def judge_history(store: Store, spec: TrackerSpec, tracked: list[Series], notify
             found.append(Found(regression, new))
             if new:
                 c = change.point
-                how = (f", p {c.p_value:.2g}: screened at {SCREEN_ALPHA:g}, the confirmation decides"
+                how = (f", p {c.p_value:.2g}: screened at {_screen_alpha(c.index):g}, the confirmation decides"
                        if change.screened else "")
                 notify(f"{regression.kind} {regression.id}: {series.metric.name} {c.change_pct:+.1f}% "
                        f"[{c.ci_pct[0]:+.1f}, {c.ci_pct[1]:+.1f}] between {str(good)[:12]} and "
@@ -131,7 +138,7 @@ def series_changes(series: Series, floor_pct: float, narrowed: Collection[str]) 
             judged = (counts, False) if counts.verdict in (REGRESSION, IMPROVEMENT) else None
         else:
             judged = judge_pair(before.values, after.values, series.metric, floor_pct, noise, narrowed,
-                                _labels(before), _labels(after))
+                                _labels(before), _labels(after), _screen_alpha(index))
         if judged is not None:
             c, screen = judged
             changes.append(_change_at(index, c))
@@ -221,7 +228,8 @@ def pooled_changes(series: Series, changes: Sequence[ChangePoint], floor_pct: fl
     rank scan's permutation p of 6 points against 6 is at best 2 in 924, above its
     0.001), and one run a side given the assumed between-run noise can leave an 8% step
     at p 0.1. So they screen the `narrowed` kinds (SCREEN_ALPHA) only while the
-    series' noise is still assumed; after that the strict level alone opens a record
+    series' noise is still assumed (the first split always, FIRST_SPLIT_SCREEN_ALPHA);
+    after that the strict level alone opens a record
     (the windows look again at pairs already judged, and a screen at every split of a
     long history would add about two false records a hundred tested commits, 20 pairs
     each). (change, screened) each."""
@@ -231,8 +239,9 @@ def pooled_changes(series: Series, changes: Sequence[ChangePoint], floor_pct: fl
     for index in range(1, len(points)):
         before, after = points[max(0, index - POOL_POINTS):index], points[index:index + POOL_POINTS]
         judged = judge_pair([v for p in before for v in p.values], [v for p in after for v in p.values],
-                            series.metric, floor_pct, noise, screening,
-                            [r for p in before for r in _labels(p)], [r for p in after for r in _labels(p)])
+                            series.metric, floor_pct, noise, narrowed if index == 1 else screening,
+                            [r for p in before for r in _labels(p)], [r for p in after for r in _labels(p)],
+                            _screen_alpha(index))
         if judged is not None:
             c, screen = judged
             candidates.append((_change_at(index, c), screen))
@@ -244,13 +253,19 @@ def pooled_changes(series: Series, changes: Sequence[ChangePoint], floor_pct: fl
     return found
 
 
+def _screen_alpha(index: int) -> float:
+    """The screen's level at the split before point `index`."""
+    return FIRST_SPLIT_SCREEN_ALPHA if index == 1 else SCREEN_ALPHA
+
+
 def judge_pair(before: Sequence[float], after: Sequence[float], metric: Metric, floor_pct: float, noise: Noise,
                screened_kinds: Collection[str], before_runs: Sequence[int] | None = None,
-               after_runs: Sequence[int] | None = None) -> tuple[Comparison, bool] | None:
+               after_runs: Sequence[int] | None = None, screen_alpha: float = SCREEN_ALPHA
+               ) -> tuple[Comparison, bool] | None:
     """Whether two neighbouring tested commits open a record: the comparison (one run a
     side given the series' between-run variation), and whether only the screen opened
-    it (a kind in `screened_kinds`, inconclusive at 0.01 but p < SCREEN_ALPHA beyond the
-    floor); None when they open none. Without run labels each side is one run."""
+    it (a kind in `screened_kinds`, inconclusive at 0.01 but p < `screen_alpha` beyond
+    the floor); None when they open none. Without run labels each side is one run."""
     from perfline.stats.two_sample import IMPROVEMENT, INCONCLUSIVE, REGRESSION, compare
 
     c = compare(before, after, metric, floor_pct=floor_pct, base_runs=before_runs or [0] * len(before),
@@ -258,7 +273,7 @@ def judge_pair(before: Sequence[float], after: Sequence[float], metric: Metric, 
                 between_run_df=noise.df)
     if c.verdict in (REGRESSION, IMPROVEMENT):
         return c, False
-    screen = (c.verdict == INCONCLUSIVE and c.p_value < SCREEN_ALPHA and abs(c.change_pct) > floor_pct
+    screen = (c.verdict == INCONCLUSIVE and c.p_value < screen_alpha and abs(c.change_pct) > floor_pct
               and judge(metric, c.change_pct) in screened_kinds)
     return (c, True) if screen else None
 
