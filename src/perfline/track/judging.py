@@ -227,12 +227,11 @@ def pooled_changes(series: Series, changes: Sequence[ChangePoint], floor_pct: fl
     histories need them most: twelve tested commits are too few for a change point (the
     rank scan's permutation p of 6 points against 6 is at best 2 in 924, above its
     0.001), and one run a side given the assumed between-run noise can leave an 8% step
-    at p 0.1. So they screen the `narrowed` kinds (SCREEN_ALPHA) only while the
-    series' noise is still assumed (the first split always, FIRST_SPLIT_SCREEN_ALPHA);
-    after that the strict level alone opens a record
-    (the windows look again at pairs already judged, and a screen at every split of a
-    long history would add about two false records a hundred tested commits, 20 pairs
-    each). (change, screened) each."""
+    at p 0.1. So they screen the `narrowed` kinds (SCREEN_ALPHA) only while the series'
+    noise is still assumed (the first split always, FIRST_SPLIT_SCREEN_ALPHA); after that
+    the strict level alone opens a record (the windows look again at pairs already
+    judged, and a screen at every split of a long history would add about two false
+    records a hundred tested commits, 20 pairs each). (change, screened) each."""
 
     candidates: list[tuple[ChangePoint, bool]] = []
     points, screening = series.points, (() if noise.learned else narrowed)
