@@ -364,20 +364,25 @@ def _side(data: NDArray[np.float64], runs: Sequence[int] | NDArray[np.int64] | N
     _, run_of = np.unique(labels, return_inverse=True)
     count = int(run_of.max()) + 1 if len(run_of) else 0
     if count >= 2:
-        runs_of = [data[run_of == k] for k in range(count)]
         if trimmed:
-            levels = np.array([_trimmed_log_mean(run)[0] for run in runs_of])
+            per_run = [_trimmed_log_mean(data[run_of == k]) for k in range(count)]
+            levels = np.array([run_level for run_level, _, _ in per_run])
             level, spread = float(levels.mean()), float(levels.var(ddof=1))
+            # Each run's own sampling variance (a run of one value has none to give).
+            of_mean = np.array([variance for _, variance, run_df in per_run if run_df > 0])
         else:
             # The log of the side's mean (so the interval holds change_pct), its
             # variance from the spread of the run means.
-            means = np.bincount(run_of, weights=data) / np.bincount(run_of)
+            sizes = np.bincount(run_of)
+            means = np.bincount(run_of, weights=data) / sizes
             level = math.log(float(data.mean()))
             spread = float(means.var(ddof=1) / data.mean() ** 2)
+            several = sizes >= 2
+            squares = np.bincount(run_of, weights=(data - means[run_of]) ** 2)[several]
+            of_mean = squares / (sizes[several] - 1) / sizes[several] / means[several] ** 2
         df = count - 1.0
         if between_run_df > 0:
-            of_mean = [(_trimmed_log_mean(run) if trimmed else _log_mean(run))[1] for run in runs_of if len(run) >= 2]
-            expected = (between_run_cv_pct / 100) ** 2 + (float(np.mean(of_mean)) if of_mean else 0.0)
+            expected = (between_run_cv_pct / 100) ** 2 + (float(of_mean.mean()) if len(of_mean) else 0.0)
             spread, df = _moderated(spread, df, expected, between_run_df)
         return _Side(level, spread / count, df, count, "runs")
     level, within, within_df = _trimmed_log_mean(data) if trimmed else _log_mean(data)
