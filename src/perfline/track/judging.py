@@ -234,11 +234,12 @@ def pooled_changes(series: Series, changes: Sequence[ChangePoint], floor_pct: fl
     records a hundred tested commits, 20 pairs each). (change, screened) each."""
 
     candidates: list[tuple[ChangePoint, bool]] = []
-    points, screening = series.points, (() if noise.learned else narrowed)
+    points = series.points
     for index in range(1, len(points)):
         before, after = points[max(0, index - POOL_POINTS):index], points[index:index + POOL_POINTS]
+        screening = narrowed if index == 1 or not noise.learned else ()
         judged = judge_pair([v for p in before for v in p.values], [v for p in after for v in p.values],
-                            series.metric, floor_pct, noise, narrowed if index == 1 else screening,
+                            series.metric, floor_pct, noise, screening,
                             [r for p in before for r in _labels(p)], [r for p in after for r in _labels(p)],
                             _screen_alpha(index))
         if judged is not None:
