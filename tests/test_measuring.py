@@ -8,8 +8,11 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+import pytest
 
 from perfline.store import Store
 from perfline.system.measuring import LOCK_ENV
@@ -103,3 +106,23 @@ def test_a_lock_file_that_cannot_be_made_is_one_error_line(tmp_path: Path) -> No
     assert done.returncode == 2, done.stderr
     [line] = done.stderr.strip().splitlines()[-1:]
     assert line.startswith(f"error: {LOCK_ENV}: the measuring lock cannot be made: ") and "unset it" in line
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to be another user")
+def test_another_users_lock_file_that_this_user_cannot_write_is_still_taken() -> None:
+    """The lock is an flock, which needs no write access: a lock file another user made
+    with a strict umask is taken read-only (system/files._held). Turning every OSError
+    of making the file into an error line must not refuse this one."""
+    # Not under tmp_path: pytest's base directory is root's alone, and nobody (the other
+    # user) could not reach the file at all.
+    with tempfile.TemporaryDirectory() as shared:
+        Path(shared).chmod(0o777)
+        lock = Path(shared) / "measure.lock"
+        lock.write_text("")
+        lock.chmod(0o644)
+        script = ("import os\nfrom perfline.system.measuring import measuring_alone\n"
+                  "os.setgid(65534); os.setuid(65534)\n"
+                  "with measuring_alone('test', print):\n    print('held')\n")
+        done = subprocess.run([sys.executable, "-c", script], env={**os.environ, LOCK_ENV: str(lock)},
+                              capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "held", done.stderr

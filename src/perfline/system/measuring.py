@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from perfline.records.errors import UserError
@@ -60,15 +60,15 @@ def measuring_alone(what: str, waiting: Callable[[str], None]) -> Iterator[None]
             _Holding.depth -= 1
         return
     path = lock_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch(exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"the measuring lock cannot be made: {exc.strerror}; set {LOCK_ENV} to a file in a "
-                        "writable directory, or unset it", LOCK_ENV) from None
-    with held_in_turn(path, what, lambda holder: waiting(
-            f"waiting for the machine: perfline is {holder or 'using it'} (a measurement beside it would be "
-            f"disturbed; {path})")):
+    with ExitStack() as held:
+        # Only taking the lock is the lock's error: one raised while measuring is not.
+        try:
+            held.enter_context(held_in_turn(path, what, lambda holder: waiting(
+                f"waiting for the machine: perfline is {holder or 'using it'} (a measurement beside it would be "
+                f"disturbed; {path})")))
+        except OSError as exc:
+            raise UserError(f"the measuring lock cannot be made: {exc.strerror}; set {LOCK_ENV} to a file in a "
+                            "writable directory, or unset it", LOCK_ENV) from None
         _Holding.depth = 1
         try:
             yield
