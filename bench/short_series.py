@@ -23,20 +23,11 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import numpy as np
 
-from perfline.analysis.series import Point, Series
-from perfline.records.metric import Direction, Metric
-from perfline.store import RunInfo
 from perfline.track.judging import Change, series_changes
-
-METRIC = Metric("t", "s", Direction.LOWER)
-REPEAT = 5
-BETWEEN_RUNS = 0.005
-FLOOR_PCT = 1.0
-NARROWED = ("regression",)
+from track_sim import BETWEEN_RUNS, FLOOR_PCT, NARROWED, REPEAT, History, as_series
 
 
 @dataclass(frozen=True)
@@ -47,23 +38,11 @@ class Outcome:
     false_screened: int
 
 
-def series(values: list[list[float]]) -> Series:
-    when = datetime(2026, 1, 1, tzinfo=UTC)
-    return Series(METRIC, "sim", "k", "m", "host", [
-        Point((RunInfo(i + 1, "sim", "sim", "k", "local", "6.1", "host", "sim", f"{i:040x}", "completed",
-                       len(v), len(v), when, when),), tuple(v)) for i, v in enumerate(values)], "commit")
-
-
-def tested(rng: np.random.Generator, points: int, split: int, step: float, noise: float) -> list[list[float]]:
-    out = []
-    for i in range(points):
-        level = (1 + step if i >= split else 1.0) * rng.lognormal(0, BETWEEN_RUNS)
-        out.append((level * rng.lognormal(0, noise, REPEAT)).tolist())
-    return out
-
-
-def regressions(values: list[list[float]]) -> list[Change]:
-    return [c for c in series_changes(series(values), FLOOR_PCT, NARROWED) if c.point.change_pct > 0]
+def regressions(history: History, points: int) -> list[Change]:
+    """The regression records the tracker's judging opens on `points` tested commits of
+    `history`, one run each."""
+    values = [history.run(commit, REPEAT) for commit in range(points)]
+    return [c for c in series_changes(as_series(values), FLOOR_PCT, NARROWED) if c.point.change_pct > 0]
 
 
 def trial(args: tuple[int, int]) -> Outcome:
@@ -71,8 +50,8 @@ def trial(args: tuple[int, int]) -> Outcome:
     rng = np.random.default_rng(seed)
     split = int(rng.integers(1, points))
     noise = float(rng.uniform(0.01, 0.03))
-    found = regressions(tested(rng, points, split, float(rng.uniform(0.03, 0.10)), noise))
-    false = regressions(tested(rng, points, points, 0.0, noise))
+    found = regressions(History(split, float(rng.uniform(0.03, 0.10)), noise, rng), points)
+    false = regressions(History(points, 0.0, noise, rng), points)
     return Outcome(split, any(c.first <= split <= c.last for c in found), len(false),
                    sum(c.screened for c in false))
 
