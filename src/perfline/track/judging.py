@@ -55,7 +55,7 @@ SCREEN_ALPHA = 0.05
 # screen is its only way to more runs. A record there is known for good once it exists
 # (analysis.regressions.record), so a chance one costs one confirmation in a series'
 # life: about 0.07 a series at this level (bench/short_series.py), for a first split
-# found in 96-98% of the series instead of 82-94% at SCREEN_ALPHA.
+# found in 95-98% of the series instead of 82-94% at SCREEN_ALPHA.
 FIRST_SPLIT_SCREEN_ALPHA = 0.2
 # Pooled windows (pooled_changes): up to this many tested commits a side, runs the unit.
 POOL_POINTS = 3
